@@ -1,0 +1,1 @@
+"""Lexvoz: a Spanish-speaking voice agent for Panamanian legal research."""

@@ -1,0 +1,87 @@
+"""One typed settings object for every Lexvoz program.
+
+Read from the environment and from `.env`. A missing or invalid value fails at start with one line
+that names the variable, so a misconfigured deployment never half-starts; secrets are `SecretStr`,
+which keeps them out of logs and reprs.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+from pydantic import AnyHttpUrl, Field, SecretStr, ValidationError, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+DEFAULT_MCP_URL = "http://127.0.0.1:8765/mcp"
+
+
+class SettingsError(RuntimeError):
+    """A configuration problem, already phrased as the one line to show the operator."""
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_file=".env", env_file_encoding="utf-8", extra="ignore", case_sensitive=False
+    )
+
+    # LiveKit
+    livekit_url: str = Field(default="ws://127.0.0.1:7880", alias="LIVEKIT_URL")
+    livekit_api_key: str = Field(default="devkey", alias="LIVEKIT_API_KEY")
+    livekit_api_secret: SecretStr = Field(default=SecretStr("secret"), alias="LIVEKIT_API_SECRET")
+    agent_name: str = Field(default="lexvoz", alias="LEXVOZ_AGENT_NAME", min_length=1, max_length=64)
+
+    # OpenAI Realtime
+    openai_api_key: SecretStr | None = Field(default=None, alias="OPENAI_API_KEY")
+    openai_base_url: AnyHttpUrl | None = Field(default=None, alias="OPENAI_BASE_URL")
+    realtime_model: str = Field(default="gpt-realtime", alias="LEXVOZ_REALTIME_MODEL", min_length=1)
+    voice: str = Field(default="marin", alias="LEXVOZ_VOICE", min_length=1)
+
+    # MCP search service
+    mcp_url: AnyHttpUrl = Field(default=AnyHttpUrl(DEFAULT_MCP_URL), alias="LEXVOZ_MCP_URL")
+    mcp_token: SecretStr | None = Field(default=None, alias="LEXVOZ_MCP_TOKEN")
+    mcp_call_timeout_s: float = Field(default=8.0, gt=0, le=120, alias="LEXVOZ_MCP_TIMEOUT_S")
+    mcp_connect_timeout_s: float = Field(default=5.0, gt=0, le=60, alias="LEXVOZ_MCP_CONNECT_TIMEOUT_S")
+    mcp_retry_delay_s: float = Field(default=0.1, ge=0, le=10, alias="LEXVOZ_MCP_RETRY_DELAY_S")
+    breaker_failure_threshold: int = Field(default=3, ge=1, le=100, alias="LEXVOZ_BREAKER_FAILURES")
+    breaker_reset_s: float = Field(default=30.0, gt=0, le=3600, alias="LEXVOZ_BREAKER_RESET_S")
+
+    # Limits
+    searches_per_minute: int = Field(default=20, ge=1, le=10_000, alias="LEXVOZ_SEARCHES_PER_MINUTE")
+    mcp_connects_per_minute: int = Field(default=10, ge=1, le=10_000, alias="LEXVOZ_MCP_CONNECTS_PER_MINUTE")
+
+    # Observability and audit
+    prometheus_port: int | None = Field(default=None, ge=0, le=65535, alias="LEXVOZ_PROMETHEUS_PORT")
+    otlp_endpoint: AnyHttpUrl | None = Field(default=None, alias="OTEL_EXPORTER_OTLP_ENDPOINT")
+    ledger_path: Path = Field(default=Path("var/ledger.sqlite3"), alias="LEXVOZ_LEDGER_PATH")
+
+    # Token and page service
+    web_host: str = Field(default="127.0.0.1", alias="LEXVOZ_WEB_HOST")
+    web_port: int = Field(default=8080, ge=0, le=65535, alias="LEXVOZ_WEB_PORT")
+    public_livekit_url: str | None = Field(default=None, alias="LEXVOZ_PUBLIC_LIVEKIT_URL")
+    token_ttl_s: int = Field(default=600, ge=30, le=900, alias="LEXVOZ_TOKEN_TTL_S")
+    token_requests_per_minute: int = Field(default=10, ge=1, le=1000, alias="LEXVOZ_TOKEN_REQUESTS_PER_MINUTE")
+    rehearsal: bool = Field(default=False, alias="LEXVOZ_REHEARSAL")
+
+    @field_validator("livekit_url", "public_livekit_url")
+    @classmethod
+    def _ws_scheme(cls, v: str | None) -> str | None:
+        if v is not None and not v.startswith(("ws://", "wss://", "http://", "https://")):
+            raise ValueError("must start with ws://, wss://, http:// or https://")
+        return v
+
+
+def _first_error_line(exc: ValidationError) -> str:
+    err = exc.errors()[0]
+    loc = err.get("loc") or ("?",)
+    name = str(loc[0])
+    return f"invalid setting {name}: {err.get('msg', 'invalid value')}"
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    """Load once per process; a bad value raises SettingsError with one line naming the variable."""
+    try:
+        return Settings()
+    except ValidationError as exc:
+        raise SettingsError(_first_error_line(exc)) from None
