@@ -164,9 +164,7 @@ def validate_results(structured: Any) -> ValidatedResults:
     if not valid:
         raise ResultError("invalid_result", f"none of the {len(results)} sources is valid")
     kept = valid[:MAX_SOURCES]
-    return ValidatedResults(
-        sources=kept, dropped=len(reasons), truncated=len(valid) - len(kept), drop_reasons=reasons
-    )
+    return ValidatedResults(sources=kept, dropped=len(reasons), truncated=len(valid) - len(kept), drop_reasons=reasons)
 
 
 def _reason(exc: Exception) -> str:

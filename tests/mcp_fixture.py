@@ -1,0 +1,187 @@
+"""A real `mcp` SDK server over streamable HTTP, with knobs for the faults the gateway must survive.
+
+Test-only. The MCP part is the SDK's own low-level server; an ASGI wrapper in front of it injects
+HTTP-level faults (401, 5xx, dropped connections) and counts what reached the server, so tests can
+assert on the wire ("exactly one request", "the server saw the cancellation").
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import socket
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import mcp.types as types
+import uvicorn
+from mcp.server.context import ServerRequestContext
+from mcp.server.lowlevel import Server
+
+from agent.contract import INPUT_SCHEMA, OUTPUT_SCHEMA, TOOL_NAME
+
+Scope = dict[str, Any]
+Receive = Callable[[], Awaitable[dict[str, Any]]]
+Send = Callable[[dict[str, Any]], Awaitable[None]]
+
+
+def synthetic_source(n: int = 1, **extra: Any) -> dict[str, Any]:
+    """A visibly synthetic source; never real law."""
+    src: dict[str, Any] = {
+        "title": f"Ley Sintética de Prueba, título {n}",
+        "citation": f"Ley Sintética de Prueba, artículo {n}",
+        "excerpt": f"Texto sintético número {n} para pruebas del gateway.",
+    }
+    src.update(extra)
+    return src
+
+
+@dataclass
+class FakeMcpBehaviour:
+    """What the server does next; tests mutate it between calls."""
+
+    tool_name: str = TOOL_NAME
+    input_schema: dict[str, Any] = field(default_factory=lambda: dict(INPUT_SCHEMA))
+    output_schema: dict[str, Any] | None = field(default_factory=lambda: dict(OUTPUT_SCHEMA))
+    extra_tools: list[str] = field(default_factory=list)
+    results: list[Any] = field(default_factory=lambda: [synthetic_source(1)])
+    structured: Any = None  # when set, returned as structuredContent instead of {"results": results}
+    is_error: bool = False
+    delay_s: float = 0.0
+    token: str | None = None
+    # HTTP faults for tools/call POSTs, consumed in order: a status code to answer with instead.
+    call_faults: list[int] = field(default_factory=list)
+
+
+class FakeMcpServer:
+    """Runs on a free loopback port inside the test's event loop."""
+
+    def __init__(self, behaviour: FakeMcpBehaviour | None = None) -> None:
+        self.behaviour = behaviour or FakeMcpBehaviour()
+        self.tool_call_posts = 0  # tools/call requests that reached the HTTP layer
+        self.tool_calls_started = 0  # tools/call handler invocations
+        self.cancelled_calls = 0  # handler invocations cancelled by notifications/cancelled
+        self.cancel_notifications = 0
+        self.auth_headers: list[str | None] = []
+        self.queries: list[str] = []
+        self.port = _free_port()
+        self._server: uvicorn.Server | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._mcp = Server("lexvoz-test-search", on_list_tools=self._list_tools, on_call_tool=self._call_tool)
+        self._app = self._mcp.streamable_http_app(json_response=False)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/mcp"
+
+    async def _list_tools(
+        self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        b = self.behaviour
+        tools = [
+            types.Tool(
+                name=b.tool_name,
+                description="Búsqueda sintética para pruebas.",
+                input_schema=b.input_schema,
+                output_schema=b.output_schema,
+            )
+        ]
+        tools += [types.Tool(name=n, input_schema={"type": "object"}) for n in b.extra_tools]
+        return types.ListToolsResult(tools=tools)
+
+    async def _call_tool(
+        self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        b = self.behaviour
+        self.tool_calls_started += 1
+        self.queries.append(str((params.arguments or {}).get("query", "")))
+        try:
+            if b.delay_s:
+                await asyncio.sleep(b.delay_s)
+        except asyncio.CancelledError:
+            self.cancelled_calls += 1
+            raise
+        if b.is_error:
+            return types.CallToolResult(content=[types.TextContent(type="text", text="búsqueda falló")], is_error=True)
+        structured = b.structured if b.structured is not None else {"results": b.results}
+        return types.CallToolResult(
+            content=[types.TextContent(type="text", text=json.dumps(structured, ensure_ascii=False)[:500])],
+            structured_content=structured,
+        )
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self._app(scope, receive, send)
+            return
+        headers = {k.decode().lower(): v.decode() for k, v in scope.get("headers", [])}
+        body = b""
+        more = True
+        while more:
+            msg = await receive()
+            body += msg.get("body", b"")
+            more = msg.get("more_body", False)
+        method = None
+        with contextlib.suppress(Exception):
+            method = json.loads(body).get("method")
+        if method == "notifications/cancelled":
+            self.cancel_notifications += 1
+        if method == "tools/call":
+            self.tool_call_posts += 1
+            self.auth_headers.append(headers.get("authorization"))
+        b = self.behaviour
+        if b.token is not None and headers.get("authorization") != f"Bearer {b.token}":
+            await _plain(send, 401, b'{"error":"unauthorized"}')
+            return
+        if method == "tools/call" and b.call_faults:
+            await _plain(send, b.call_faults.pop(0), b'{"error":"injected"}')
+            return
+
+        sent = False
+
+        async def replay() -> dict[str, Any]:
+            nonlocal sent
+            if not sent:
+                sent = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        await self._app(scope, replay, send)
+
+    async def start(self) -> None:
+        config = uvicorn.Config(
+            self, host="127.0.0.1", port=self.port, log_level="warning", lifespan="on", timeout_graceful_shutdown=1
+        )
+        self._server = uvicorn.Server(config)
+        self._task = asyncio.create_task(self._server.serve())
+        while not self._server.started:
+            await asyncio.sleep(0.01)
+            if self._task.done():
+                self._task.result()
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            self._server.should_exit = True
+        if self._task is not None:
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.wait_for(self._task, timeout=5)
+
+    @contextlib.asynccontextmanager
+    async def running(self) -> AsyncIterator[FakeMcpServer]:
+        await self.start()
+        try:
+            yield self
+        finally:
+            await self.stop()
+
+
+async def _plain(send: Send, status: int, body: bytes) -> None:
+    await send({"type": "http.response.start", "status": status, "headers": [(b"content-type", b"application/json")]})
+    await send({"type": "http.response.body", "body": body})
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
