@@ -65,6 +65,8 @@ class FakeMcpServer:
         self.cancelled_calls = 0  # handler invocations cancelled by notifications/cancelled
         self.cancel_notifications = 0
         self.auth_headers: list[str | None] = []
+        self.call_started = asyncio.Event()
+        self.call_cancelled = asyncio.Event()
         self.queries: list[str] = []
         self.port = _free_port()
         self._server: uvicorn.Server | None = None
@@ -96,12 +98,14 @@ class FakeMcpServer:
     ) -> types.CallToolResult:
         b = self.behaviour
         self.tool_calls_started += 1
+        self.call_started.set()
         self.queries.append(str((params.arguments or {}).get("query", "")))
         try:
             if b.delay_s:
                 await asyncio.sleep(b.delay_s)
         except asyncio.CancelledError:
             self.cancelled_calls += 1
+            self.call_cancelled.set()
             raise
         if b.is_error:
             return types.CallToolResult(content=[types.TextContent(type="text", text="búsqueda falló")], is_error=True)

@@ -292,15 +292,11 @@ async def test_cancelling_a_search_sends_notifications_cancelled(server: FakeMcp
     try:
         await gw.connect()
         task = asyncio.create_task(gw.search({"query": "lento"}))
-        while server.tool_calls_started == 0:
-            await asyncio.sleep(0.01)
+        await asyncio.wait_for(server.call_started.wait(), 5)
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
-        for _ in range(200):
-            if server.cancelled_calls:
-                break
-            await asyncio.sleep(0.01)
+        await asyncio.wait_for(server.call_cancelled.wait(), 5)
         assert server.cancel_notifications == 1
         assert server.cancelled_calls == 1
         assert gw.breaker.state.name == "CLOSED"
