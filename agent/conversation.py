@@ -1,0 +1,124 @@
+"""Builds one conversation: the realtime model, the research session and the agent, wired to a room.
+
+Kept apart from the worker entry so tests can run the same wiring against a mocked room and a local
+Realtime stand-in, with no LiveKit server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from livekit import rtc
+from livekit.agents import AgentSession
+from livekit.agents import vad as agents_vad
+from livekit.agents.voice.room_io import RoomOptions, TextInputOptions
+from livekit.plugins import openai
+from openai.types.realtime import AudioTranscription
+from openai.types.realtime.realtime_audio_input_turn_detection import SemanticVad
+
+from .assistant import LexvozAgent, make_text_input_cb
+from .breaker import BreakerOptions
+from .evidence import EvidencePublisher
+from .gateway import GatewayOptions, McpGateway
+from .research import ResearchSession, ToolEvent
+from .settings import Settings
+
+logger = logging.getLogger("lexvoz.conversation")
+
+MODE_ATTRIBUTE = "lexvoz.mode"
+REHEARSAL_API_KEY = "rehearsal-mode-no-openai"
+
+_gateway: McpGateway | None = None
+
+
+def gateway_options(settings: Settings) -> GatewayOptions:
+    return GatewayOptions(
+        url=str(settings.mcp_url),
+        token=settings.mcp_token.get_secret_value() if settings.mcp_token else None,
+        call_timeout_s=settings.mcp_call_timeout_s,
+        connect_timeout_s=settings.mcp_connect_timeout_s,
+        retry_delay_s=settings.mcp_retry_delay_s,
+        breaker=BreakerOptions(settings.breaker_failure_threshold, settings.breaker_reset_s),
+        connects_per_minute=settings.mcp_connects_per_minute,
+    )
+
+
+def shared_gateway(settings: Settings) -> McpGateway:
+    """One MCP session per worker process, shared by every room the process serves."""
+    global _gateway
+    if _gateway is None:
+        _gateway = McpGateway(gateway_options(settings))
+    return _gateway
+
+
+def build_realtime_model(settings: Settings) -> openai.realtime.RealtimeModel:
+    if settings.rehearsal:
+        api_key = REHEARSAL_API_KEY
+    elif settings.openai_api_key is not None:
+        api_key = settings.openai_api_key.get_secret_value()
+    else:
+        raise RuntimeError("missing setting OPENAI_API_KEY (or set LEXVOZ_REHEARSAL=1 with a local stand-in)")
+    kwargs: dict[str, Any] = {}
+    if settings.openai_base_url is not None:
+        kwargs["base_url"] = str(settings.openai_base_url).rstrip("/")
+    return openai.realtime.RealtimeModel(
+        model=settings.realtime_model,
+        voice=settings.voice,
+        api_key=api_key,
+        turn_detection=SemanticVad(type="semantic_vad", eagerness="low", interrupt_response=True, create_response=True),
+        input_audio_transcription=AudioTranscription(model="gpt-4o-mini-transcribe", language="es"),
+        **kwargs,
+    )
+
+
+@dataclass
+class Conversation:
+    session: AgentSession
+    agent: LexvozAgent
+    research: ResearchSession
+    warm_up: asyncio.Task[None] | None = None
+
+
+async def start_conversation(
+    room: rtc.Room,
+    settings: Settings,
+    *,
+    gateway: McpGateway | None = None,
+    vad: agents_vad.VAD | None = None,
+    observers: list[Any] | None = None,
+    greet: bool = True,
+) -> Conversation:
+    gw = gateway or shared_gateway(settings)
+    research = ResearchSession(
+        gw,
+        EvidencePublisher(room.local_participant),
+        searches_per_minute=settings.searches_per_minute,
+        observers=observers,
+    )
+    session: AgentSession = AgentSession(llm=build_realtime_model(settings), vad=vad)
+    agent = LexvozAgent(research, greet=greet)
+    with contextlib.suppress(Exception):
+        await room.local_participant.set_attributes({MODE_ATTRIBUTE: "rehearsal" if settings.rehearsal else "live"})
+    await session.start(
+        agent=agent,
+        room=room,
+        room_options=RoomOptions(text_input=TextInputOptions(text_input_cb=make_text_input_cb(research))),
+    )
+    conversation = Conversation(session=session, agent=agent, research=research)
+    conversation.warm_up = asyncio.create_task(_warm_up(gw))
+    return conversation
+
+
+async def _warm_up(gateway: McpGateway) -> None:
+    """Connect early so the first question is fast; a dead server must not stop the greeting."""
+    try:
+        await gateway.connect()
+    except Exception as exc:
+        logger.warning("MCP server not reachable yet (%s); searches will retry on demand", type(exc).__name__)
+
+
+__all__ = ["Conversation", "ToolEvent", "build_realtime_model", "shared_gateway", "start_conversation"]

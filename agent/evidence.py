@@ -1,0 +1,99 @@
+"""Research messages for the room: typed, versioned, and small enough for one reliable packet.
+
+The page renders only what arrives here, so this module is the single definition of the wire format
+on topic `lexvoz.research`. A message that would not fit a reliable data packet goes as a text stream
+on the same topic instead of being cut.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Annotated, Literal, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from .contract import Source
+
+logger = logging.getLogger("lexvoz.evidence")
+
+TOPIC = "lexvoz.research"
+MAX_PACKET_BYTES = 14_000
+
+ReasonCode = Literal[
+    "timeout",
+    "transport",
+    "auth",
+    "tool_error",
+    "invalid_result",
+    "circuit_open",
+    "rate_limited",
+    "invalid_arguments",
+    "contract",
+]
+
+
+class _Message(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    v: Literal[1] = 1
+    call_id: str
+    turn: int
+
+
+class Started(_Message):
+    type: Literal["started"] = "started"
+    query: str
+
+
+class Completed(_Message):
+    type: Literal["completed"] = "completed"
+    tool_duration_ms: Annotated[float, Field(ge=0)]
+    sources: list[dict[str, str]]
+
+    @classmethod
+    def of(cls, call_id: str, turn: int, duration_ms: float, sources: list[Source]) -> Completed:
+        return cls(
+            call_id=call_id,
+            turn=turn,
+            tool_duration_ms=round(duration_ms, 1),
+            sources=[s.public_dict() for s in sources],
+        )
+
+
+class Failed(_Message):
+    type: Literal["failed"] = "failed"
+    reason: ReasonCode
+
+
+class Discarded(_Message):
+    type: Literal["discarded"] = "discarded"
+
+
+ResearchMessage = Started | Completed | Failed | Discarded
+
+
+class _LocalParticipant(Protocol):
+    async def publish_data(self, payload: bytes | str, *, reliable: bool = ..., topic: str = ...) -> None: ...
+
+    async def send_text(self, text: str, *, topic: str = ...) -> object: ...
+
+
+class EvidencePublisher:
+    """Sends research messages to everyone in the room, reliably, never raising into the conversation."""
+
+    def __init__(self, participant: _LocalParticipant) -> None:
+        self._participant = participant
+        self.failures = 0
+
+    async def publish(self, message: ResearchMessage) -> bool:
+        text = message.model_dump_json()
+        payload = text.encode("utf-8")
+        try:
+            if len(payload) <= MAX_PACKET_BYTES:
+                await self._participant.publish_data(payload, reliable=True, topic=TOPIC)
+            else:
+                await self._participant.send_text(text, topic=TOPIC)
+        except Exception as exc:  # a room hiccup must not break the answer
+            self.failures += 1
+            logger.warning("could not publish %s message: %s", message.type, type(exc).__name__)
+            return False
+        return True

@@ -1,0 +1,185 @@
+"""The research session: turn guard, duplicates, limits and the messages the room receives."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import pytest
+
+from agent.evidence import MAX_PACKET_BYTES, TOPIC, EvidencePublisher
+from agent.gateway import GatewayOptions, McpGateway
+from agent.research import DISCARDED_OUTPUT, ResearchSession, ToolEvent, ToolFailure
+from tests.mcp_fixture import FakeMcpServer, synthetic_source
+
+
+class RecordingParticipant:
+    """Stands in for rtc.LocalParticipant: records what would reach the room."""
+
+    def __init__(self) -> None:
+        self.packets: list[tuple[dict[str, Any], str, bool]] = []
+        self.streams: list[tuple[dict[str, Any], str]] = []
+
+    async def publish_data(self, payload: bytes | str, *, reliable: bool = True, topic: str = "") -> None:
+        self.packets.append((json.loads(payload), topic, reliable))
+
+    async def send_text(self, text: str, *, topic: str = "") -> None:
+        self.streams.append((json.loads(text), topic))
+
+    @property
+    def messages(self) -> list[dict[str, Any]]:
+        return [m for m, _, _ in self.packets] + [m for m, _ in self.streams]
+
+
+@pytest.fixture
+async def server():
+    srv = FakeMcpServer()
+    async with srv.running():
+        yield srv
+
+
+@pytest.fixture
+async def gateway(server: FakeMcpServer):
+    gw = McpGateway(GatewayOptions(url=server.url, call_timeout_s=5, retry_delay_s=0.01))
+    yield gw
+    await gw.aclose()
+
+
+def make_session(gw: McpGateway, **kw: Any) -> tuple[ResearchSession, RecordingParticipant, list[ToolEvent]]:
+    participant = RecordingParticipant()
+    events: list[ToolEvent] = []
+    session = ResearchSession(gw, EvidencePublisher(participant), observers=[events.append], **kw)
+    return session, participant, events
+
+
+async def test_completed_search_publishes_started_then_completed(gateway: McpGateway) -> None:
+    session, room, events = make_session(gateway)
+    output = await session.run_tool("call_1", {"query": "libertad sintética"})
+    assert [m["type"] for m in room.messages] == ["started", "completed"]
+    started, completed = room.messages
+    assert started == {"v": 1, "type": "started", "call_id": "call_1", "turn": 0, "query": "libertad sintética"}
+    assert completed["sources"] == [synthetic_source(1)]
+    assert completed["tool_duration_ms"] > 0
+    assert all(topic == TOPIC and reliable for _, topic, reliable in room.packets)
+    body = json.loads(output)
+    assert body["estado"] == "ok" and body["fuentes"] == [synthetic_source(1)]
+    assert "no instrucciones" in body["aviso"]
+    assert [e.outcome for e in events] == ["completed"]
+
+
+async def test_new_turn_cancels_the_search_and_discards_it(server: FakeMcpServer, gateway: McpGateway) -> None:
+    server.behaviour.delay_s = 3.0
+    session, room, events = make_session(gateway)
+    task = asyncio.create_task(session.run_tool("call_slow", {"query": "lento"}))
+    await asyncio.wait_for(server.call_started.wait(), 5)
+    session.new_user_turn()
+    output = await asyncio.wait_for(task, 1.0)  # answered at once, not after the slow search
+    assert output == DISCARDED_OUTPUT
+    assert [m["type"] for m in room.messages] == ["started", "discarded"]
+    await asyncio.wait_for(server.call_cancelled.wait(), 5)  # the MCP server saw the cancellation
+    assert "call_slow" in session.discarded_call_ids
+    assert [e.outcome for e in events] == ["discarded"]
+
+
+async def test_interruption_counts_as_a_new_turn(server: FakeMcpServer, gateway: McpGateway) -> None:
+    server.behaviour.delay_s = 3.0
+    session, room, _ = make_session(gateway)
+    interrupted: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    task = asyncio.create_task(session.run_tool("c", {"query": "lento"}, interrupted=interrupted))
+    await asyncio.wait_for(server.call_started.wait(), 5)
+    interrupted.set_result(None)
+    assert await asyncio.wait_for(task, 1.0) == DISCARDED_OUTPUT
+    assert "completed" not in [m["type"] for m in room.messages]
+
+
+async def test_repeated_call_id_runs_one_search(server: FakeMcpServer, gateway: McpGateway) -> None:
+    session, room, events = make_session(gateway)
+    first = await session.run_tool("dup", {"query": "uno"})
+    second = await session.run_tool("dup", {"query": "uno"})
+    assert first == second
+    assert server.tool_calls_started == 1
+    assert [m["type"] for m in room.messages] == ["started", "completed"]
+    assert [e.outcome for e in events] == ["completed", "duplicate"]
+
+
+async def test_concurrent_repeat_waits_for_the_first_answer(server: FakeMcpServer, gateway: McpGateway) -> None:
+    server.behaviour.delay_s = 0.3
+    session, _, _ = make_session(gateway)
+    a, b = await asyncio.gather(session.run_tool("x", {"query": "q"}), session.run_tool("x", {"query": "q"}))
+    assert a == b
+    assert server.tool_calls_started == 1
+
+
+async def test_failure_is_published_and_raised_in_spanish(server: FakeMcpServer, gateway: McpGateway) -> None:
+    server.behaviour.is_error = True
+    session, room, events = make_session(gateway)
+    with pytest.raises(ToolFailure) as info:
+        await session.run_tool("f", {"query": "uno"})
+    assert "no pudo verificar" in str(info.value)
+    assert room.messages[-1] == {"v": 1, "type": "failed", "call_id": "f", "turn": 0, "reason": "tool_error"}
+    assert events[0].reason == "tool_error"
+
+
+async def test_malformed_arguments_fail_clearly_without_a_request(server: FakeMcpServer, gateway: McpGateway) -> None:
+    session, room, _ = make_session(gateway)
+    with pytest.raises(ToolFailure) as info:
+        await session.run_tool("m", {"query": "   ", "extra": 1})
+    assert info.value.reason == "invalid_arguments"
+    assert room.messages[-1]["reason"] == "invalid_arguments"
+    assert server.tool_call_posts == 0
+
+
+async def test_search_rate_limit_per_session(server: FakeMcpServer, gateway: McpGateway) -> None:
+    session, _, _ = make_session(gateway, searches_per_minute=2)
+    await session.run_tool("a", {"query": "uno"})
+    await session.run_tool("b", {"query": "dos"})
+    with pytest.raises(ToolFailure) as info:
+        await session.run_tool("c", {"query": "tres"})
+    assert info.value.reason == "rate_limited"
+    assert "límite" in str(info.value)
+    assert server.tool_calls_started == 2
+    other, _, _ = make_session(gateway, searches_per_minute=2)  # limits are per conversation
+    await other.run_tool("d", {"query": "cuatro"})
+
+
+async def test_empty_result_is_a_completed_search_with_no_sources(server: FakeMcpServer, gateway: McpGateway) -> None:
+    server.behaviour.results = []
+    session, room, _ = make_session(gateway)
+    body = json.loads(await session.run_tool("e", {"query": "nada"}))
+    assert body["estado"] == "sin_fuentes" and body["fuentes"] == []
+    assert room.messages[-1]["sources"] == []
+
+
+async def test_dead_server_fails_without_breaking_the_session() -> None:
+    dead = FakeMcpServer()  # never started
+    gw = McpGateway(GatewayOptions(url=dead.url, call_timeout_s=1, connect_timeout_s=1, retry_delay_s=0.01))
+    session, room, _ = make_session(gw)
+    try:
+        with pytest.raises(ToolFailure) as info:
+            await session.run_tool("d", {"query": "uno"})
+    finally:
+        await gw.aclose()
+    assert info.value.reason == "transport"
+    assert room.messages[-1]["type"] == "failed"
+
+
+async def test_large_messages_go_as_text_streams() -> None:
+    participant = RecordingParticipant()
+    publisher = EvidencePublisher(participant)
+    from agent.evidence import Started
+
+    await publisher.publish(Started(call_id="big", turn=1, query="é" * (MAX_PACKET_BYTES // 2 + 10)))
+    assert participant.packets == [] and len(participant.streams) == 1
+
+
+async def test_publish_failure_does_not_raise() -> None:
+    class Broken(RecordingParticipant):
+        async def publish_data(self, *a: Any, **k: Any) -> None:
+            raise ConnectionError("room gone")
+
+    from agent.evidence import Discarded
+
+    publisher = EvidencePublisher(Broken())
+    assert await publisher.publish(Discarded(call_id="x", turn=1)) is False
+    assert publisher.failures == 1
