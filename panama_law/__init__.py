@@ -1,0 +1,9 @@
+"""Embedded MCP search server for the Constitución Política de la República de Panamá.
+
+A separate program from the Lexvoz worker: it serves `search_panama_law` over streamable HTTP with the same
+contract the gateway checks, so it and any other conforming server (e.g. LexLatam's) are interchangeable.
+"""
+
+__all__ = ["__version__"]
+
+__version__ = "0.1.0"

@@ -1,0 +1,200 @@
+"""The MCP server: `search_panama_law` over streamable HTTP, plus a health endpoint and optional bearer auth.
+
+Built on the SDK's low-level `Server` so the tool's input and output schemas are exactly the contract's (no
+generated schema), and run stateless with JSON responses: every call is one POST and one JSON body, which keeps a
+round trip to a few milliseconds and lets any number of gateways share the server without sessions.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import hmac
+import json
+import logging
+import threading
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import mcp_types as types
+from mcp.server.context import ServerRequestContext
+from mcp.server.lowlevel import Server
+from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
+from mcp.server.transport_security import TransportSecuritySettings
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from . import __version__
+from .schema import INPUT_SCHEMA, OUTPUT_SCHEMA, TOOL_DESCRIPTION, TOOL_NAME, QueryError, to_source, validate_query
+from .search import Searcher
+from .settings import MCP_PATH
+
+log = logging.getLogger(__name__)
+
+
+def query_fingerprint(query: str) -> str:
+    """What the logs see instead of the question: users' legal situations are private."""
+    return hashlib.sha256(query.encode("utf-8")).hexdigest()[:12]
+
+
+@dataclass(slots=True)
+class ServerState:
+    """The searcher once the index is loaded; None while loading or if loading failed (health says 503)."""
+
+    searcher: Searcher | None = None
+    error: str | None = None
+    loaded_at: float | None = None
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def set(self, searcher: Searcher) -> None:
+        with self._lock:
+            self.searcher, self.error, self.loaded_at = searcher, None, time.time()
+
+
+def _text_rendering(sources: list[dict[str, str]]) -> str:
+    if not sources:
+        return "Sin resultados en la Constitución para esta consulta."
+    return "\n\n".join(f"[{i}] {s['citation']}\n{s['excerpt']}" for i, s in enumerate(sources, 1))
+
+
+def _error(message: str) -> types.CallToolResult:
+    return types.CallToolResult(content=[types.TextContent(text=message)], is_error=True)
+
+
+def build_mcp_server(state: ServerState) -> Server[Any]:
+    tool = types.Tool(
+        name=TOOL_NAME,
+        description=TOOL_DESCRIPTION,
+        input_schema=INPUT_SCHEMA,
+        output_schema=OUTPUT_SCHEMA,
+        annotations=types.ToolAnnotations(read_only_hint=True, open_world_hint=False, idempotent_hint=True),
+    )
+
+    async def on_list_tools(
+        ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=[tool])
+
+    async def on_call_tool(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams) -> types.CallToolResult:
+        if params.name != TOOL_NAME:
+            return _error(f"unknown tool {params.name!r}; this server offers {TOOL_NAME!r}")
+        try:
+            query = validate_query(params.arguments)
+        except QueryError as exc:
+            log.info("rejected call: %s", exc)
+            return _error(f"invalid arguments: {exc}")
+        searcher = state.searcher
+        if searcher is None:
+            return _error("the index is not loaded yet; try again shortly")
+        started = time.perf_counter()
+        try:
+            hits = searcher.search(query)
+        except Exception:
+            log.exception("search failed for query %s", query_fingerprint(query))
+            return _error("internal error while searching")
+        sources = [to_source(hit) for hit in hits]
+        log.info(
+            "query %s: %d results in %.1f ms",
+            query_fingerprint(query),
+            len(sources),
+            (time.perf_counter() - started) * 1000,
+        )
+        return types.CallToolResult(
+            content=[types.TextContent(text=_text_rendering(sources))],
+            structured_content={"results": sources},
+        )
+
+    return Server("panama-law", version=__version__, on_list_tools=on_list_tools, on_call_tool=on_call_tool)
+
+
+class BearerTokenMiddleware:
+    """Reject requests without the configured bearer token with HTTP 401, comparing in constant time."""
+
+    def __init__(self, app: ASGIApp, token: str) -> None:
+        self.app = app
+        self._expected = token.encode("utf-8")
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and not self._authorized(scope):
+            response = JSONResponse(
+                {"error": "unauthorized"}, status_code=401, headers={"WWW-Authenticate": 'Bearer realm="panama-law"'}
+            )
+            await response(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+    def _authorized(self, scope: Scope) -> bool:
+        header = next((v for k, v in scope.get("headers", []) if k == b"authorization"), b"")
+        scheme, _, presented = header.partition(b" ")
+        if scheme.lower() != b"bearer":
+            presented = b""
+        # compare_digest on equal-type bytes: time does not depend on where the first difference is.
+        return hmac.compare_digest(presented.strip(), self._expected)
+
+
+def build_app(
+    state: ServerState,
+    *,
+    token: str | None = None,
+    loopback: bool = True,
+    loader: Callable[[], Searcher] | None = None,
+) -> Starlette:
+    """The ASGI app. `loader`, if given, loads the searcher in a worker thread after start-up (health is 503
+    until it finishes), so a supervisor sees the process alive while a first-run index build is under way."""
+    security = (
+        TransportSecuritySettings(
+            enable_dns_rebinding_protection=True,
+            allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*", "127.0.0.1", "localhost"],
+            allowed_origins=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"],
+        )
+        if loopback
+        else TransportSecuritySettings(enable_dns_rebinding_protection=False)
+    )
+    manager = StreamableHTTPSessionManager(
+        app=build_mcp_server(state), json_response=True, stateless=True, security_settings=security
+    )
+
+    mcp_endpoint = StreamableHTTPASGIApp(manager)  # an instance, so Starlette routes raw ASGI to it
+    endpoint: ASGIApp = BearerTokenMiddleware(mcp_endpoint, token) if token else mcp_endpoint
+
+    async def healthz(request: Request) -> Response:
+        searcher = state.searcher
+        if searcher is None:
+            body = {"status": "loading" if state.error is None else "error", "index_loaded": False}
+            return JSONResponse(body, status_code=503)
+        return JSONResponse({"status": "ok", "index_loaded": True, "articles": searcher.article_count})
+
+    async def load_in_background() -> None:
+        assert loader is not None
+        try:
+            state.set(await anyio.to_thread.run_sync(loader))
+            log.info("index loaded: %d articles", state.searcher.article_count if state.searcher else 0)
+        except Exception as exc:
+            state.error = str(exc)
+            log.error("index could not be loaded: %s", exc)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        async with manager.run(), anyio.create_task_group() as tg:
+            if loader is not None and state.searcher is None:
+                tg.start_soon(load_in_background)
+            yield
+            tg.cancel_scope.cancel()
+
+    routes = [
+        Route("/healthz", healthz, methods=["GET"]),
+        Route(MCP_PATH, endpoint, methods=["GET", "POST", "DELETE"]),
+    ]
+    app = Starlette(routes=routes, lifespan=lifespan)
+    app.router.redirect_slashes = False
+    return app
+
+
+def describe_tool() -> str:
+    return json.dumps({"name": TOOL_NAME, "inputSchema": INPUT_SCHEMA, "outputSchema": OUTPUT_SCHEMA})

@@ -1,0 +1,43 @@
+"""All of the search server's configuration in one typed object, read from PANAMA_LAW_* environment variables.
+
+CLI flags override the environment (the CLI passes them as init arguments); a bad value fails at start with the
+variable's name, and the token is a SecretStr so it never appears in logs or reprs.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field, SecretStr, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from .corpus import SOURCE_SHA256, SOURCE_URL
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8765
+MCP_PATH = "/mcp"
+
+
+class ServerSettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="PANAMA_LAW_", extra="ignore", case_sensitive=False)
+
+    host: str = Field(default=DEFAULT_HOST, min_length=1)
+    port: int = Field(default=DEFAULT_PORT, ge=0, le=65535)
+    token: SecretStr | None = None
+    data_dir: Path = Path("data")
+    source: Path | None = None
+    source_url: str = SOURCE_URL
+    source_sha256: str = Field(default=SOURCE_SHA256, pattern=r"^[0-9a-fA-F]{64}$")
+    log_level: str = "info"
+
+    @field_validator("token")
+    @classmethod
+    def _non_blank_token(cls, v: SecretStr | None) -> SecretStr | None:
+        """An empty PANAMA_LAW_TOKEN means "no token", not "the empty string is the token"."""
+        if v is None or not v.get_secret_value().strip():
+            return None
+        return v
+
+    @property
+    def is_loopback(self) -> bool:
+        return self.host in ("127.0.0.1", "localhost", "::1")
