@@ -1,0 +1,426 @@
+/**
+ * The Lexvoz page: Start/Stop a voice session with the agent, see its state, the transcript, type a
+ * question, and read the evidence it found.
+ *
+ * Each Start gets a brand-new Room and a generation number; anything that finishes late (the token
+ * request, the microphone prompt) checks that its generation is still current before touching the room,
+ * so Stop really ends the session.
+ */
+import {
+  BarVisualizer,
+  LiveKitRoom,
+  RoomAudioRenderer,
+  StartAudio,
+  useChat,
+  useLocalParticipant,
+  useTranscriptions,
+  useVoiceAssistant,
+  type AgentState,
+} from '@livekit/components-react';
+import {
+  ConnectionState,
+  Room,
+  RoomEvent,
+  type LocalAudioTrack,
+  type RemoteParticipant,
+  type TextStreamReader,
+} from 'livekit-client';
+import { useCallback, useEffect, useMemo, useReducer, useRef, useState, type FormEvent } from 'react';
+
+import { agentStateLabel, MODE_ATTRIBUTE } from './labels';
+import {
+  initialResearchState,
+  MAX_MESSAGE_CHARS,
+  RESEARCH_TOPIC,
+  researchReducer,
+  type ResearchAction,
+} from './research';
+import { ResearchPanel } from './ResearchPanel';
+import { acquireMicrophone, requestSession, SessionRequestError, type MicrophoneResult } from './session';
+
+type Phase = 'idle' | 'starting' | 'active';
+
+interface ActiveSession {
+  generation: number;
+  room: Room;
+  url: string;
+  token: string;
+}
+
+const MAX_CHAT_CHARS = 2_000;
+const CONNECT_TIMEOUT_MS = 30_000;
+
+/** Feed `lexvoz.research` packets and text streams into the reducer; returns the undo. */
+function attachResearch(room: Room, dispatch: (action: ResearchAction) => void): () => void {
+  const onData = (payload: Uint8Array, participant?: RemoteParticipant, _kind?: unknown, topic?: string) => {
+    if (topic !== RESEARCH_TOPIC) return;
+    dispatch({ type: 'received', sender: participant ? { kind: participant.kind } : undefined, payload });
+  };
+  room.on(RoomEvent.DataReceived, onData);
+  room.registerTextStreamHandler(RESEARCH_TOPIC, async (reader: TextStreamReader, info: { identity: string }) => {
+    let text = '';
+    for await (const chunk of reader) {
+      text += chunk;
+      if (text.length > MAX_MESSAGE_CHARS) return; // too big to be ours; drop it
+    }
+    const sender = room.remoteParticipants.get(info.identity);
+    dispatch({ type: 'received', sender: sender ? { kind: sender.kind } : undefined, payload: text });
+  });
+  return () => {
+    room.off(RoomEvent.DataReceived, onData);
+    room.unregisterTextStreamHandler(RESEARCH_TOPIC);
+  };
+}
+
+/** Resolves once the room is connected; rejects if it disconnects or takes too long. */
+function waitUntilConnected(room: Room): Promise<void> {
+  if (room.state === ConnectionState.Connected) return Promise.resolve();
+  return new Promise((resolve, reject) => {
+    const done = (ok: boolean) => {
+      clearTimeout(timer);
+      room.off(RoomEvent.Connected, onConnected);
+      room.off(RoomEvent.Disconnected, onDisconnected);
+      if (ok) resolve();
+      else reject(new Error('room not connected'));
+    };
+    const onConnected = () => done(true);
+    const onDisconnected = () => done(false);
+    const timer = setTimeout(() => done(false), CONNECT_TIMEOUT_MS);
+    room.on(RoomEvent.Connected, onConnected);
+    room.on(RoomEvent.Disconnected, onDisconnected);
+  });
+}
+
+export function App() {
+  const [phase, setPhase] = useState<Phase>('idle');
+  const [session, setSession] = useState<ActiveSession | null>(null);
+  const [error, setError] = useState<string | null>(null);
+  const [micError, setMicError] = useState<string | null>(null);
+  const [research, dispatch] = useReducer(researchReducer, initialResearchState);
+  const generation = useRef(0);
+  // The generation whose room reached "connected": tells "the session ended" from "it never started".
+  const connectedGeneration = useRef(0);
+  const detachResearch = useRef<(() => void) | null>(null);
+
+  const endSession = useCallback((room: Room | undefined) => {
+    generation.current += 1;
+    detachResearch.current?.();
+    detachResearch.current = null;
+    if (room) {
+      // Stop our own tracks first: disconnect() would too, but only for tracks already published.
+      for (const pub of room.localParticipant.trackPublications.values()) pub.track?.stop();
+      void room.disconnect(true);
+    }
+    setSession(null);
+    setPhase('idle');
+  }, []);
+
+  const publishMicrophone = useCallback(
+    async (room: Room, gen: number, pending: Promise<MicrophoneResult>) => {
+      const result = await pending;
+      const current = () => generation.current === gen;
+      if (!result.ok) {
+        if (current()) setMicError(result.message);
+        return;
+      }
+      const track: LocalAudioTrack = result.track;
+      if (!current()) {
+        track.stop(); // the prompt was answered after Stop: release the device, do not revive anything
+        return;
+      }
+      try {
+        await waitUntilConnected(room);
+        if (!current()) throw new Error('stopped');
+        await room.localParticipant.publishTrack(track);
+        if (!current()) track.stop();
+      } catch {
+        track.stop();
+        if (current()) setMicError('No se pudo enviar el audio del micrófono. Puede escribir sus preguntas abajo.');
+      }
+    },
+    [],
+  );
+
+  const start = useCallback(async () => {
+    const gen = ++generation.current;
+    setPhase('starting');
+    setError(null);
+    setMicError(null);
+    dispatch({ type: 'reset' });
+    // Ask for the microphone right away (still inside the click), in parallel with the token request.
+    const pendingMic = acquireMicrophone();
+    let info;
+    try {
+      info = await requestSession();
+    } catch (err) {
+      void pendingMic.then((r) => r.ok && r.track.stop());
+      if (generation.current === gen) {
+        setError(err instanceof SessionRequestError ? err.message : 'No se pudo iniciar la sesión.');
+        setPhase('idle');
+      }
+      return;
+    }
+    if (generation.current !== gen) {
+      void pendingMic.then((r) => r.ok && r.track.stop());
+      return;
+    }
+    const room = new Room({ adaptiveStream: true, dynacast: true });
+    detachResearch.current = attachResearch(room, dispatch);
+    setSession({ generation: gen, room, url: info.url, token: info.token });
+    setPhase('active');
+    void publishMicrophone(room, gen, pendingMic);
+  }, [publishMicrophone]);
+
+  const stop = useCallback(() => endSession(session?.room), [endSession, session]);
+
+  // Leaving the page ends the session cleanly.
+  useEffect(() => {
+    const onUnload = () => session?.room.disconnect();
+    window.addEventListener('pagehide', onUnload);
+    return () => window.removeEventListener('pagehide', onUnload);
+  }, [session]);
+
+  const onConnected = useCallback(() => {
+    if (session) connectedGeneration.current = session.generation;
+  }, [session]);
+
+  const onDisconnected = useCallback(() => {
+    if (session && generation.current === session.generation) {
+      setError(
+        connectedGeneration.current === session.generation
+          ? 'La sesión terminó. Pulse «Empezar» para iniciar otra.'
+          : 'No se pudo conectar con el servidor de voz. Compruebe que LiveKit está en marcha.',
+      );
+      endSession(session.room);
+    }
+  }, [endSession, session]);
+
+  const onRoomError = useCallback(
+    (err: Error) => {
+      if (session && generation.current === session.generation) {
+        console.warn('livekit error', err.message);
+        setError('No se pudo conectar con el servidor de voz. Compruebe que LiveKit está en marcha.');
+        endSession(session.room);
+      }
+    },
+    [endSession, session],
+  );
+
+  return (
+    <div className="app">
+      <header className="app-header">
+        <h1>Lexvoz</h1>
+        <p className="tagline">Investigación jurídica panameña por voz</p>
+        <p className="disclaimer" role="note">
+          Orientación, no asesoría legal.
+        </p>
+      </header>
+
+      <div className="controls">
+        {phase === 'idle' ? (
+          <button type="button" className="btn btn-primary" data-testid="start-button" onClick={() => void start()}>
+            Empezar
+          </button>
+        ) : (
+          <button type="button" className="btn btn-stop" data-testid="stop-button" onClick={stop}>
+            {phase === 'starting' ? 'Cancelar' : 'Detener'}
+          </button>
+        )}
+        {error && (
+          <p className="error" role="alert">
+            {error}
+          </p>
+        )}
+      </div>
+
+      {micError && (
+        <p className="mic-error" data-testid="mic-error" role="alert">
+          {micError}
+        </p>
+      )}
+
+      <main className="layout">
+        {session ? (
+          <LiveKitRoom
+            key={session.generation}
+            room={session.room}
+            serverUrl={session.url}
+            token={session.token}
+            connect={true}
+            audio={false}
+            video={false}
+            onConnected={onConnected}
+            onDisconnected={onDisconnected}
+            onError={onRoomError}
+            className="conversation"
+          >
+            <SessionView />
+          </LiveKitRoom>
+        ) : (
+          <div className="conversation">
+            <Conversation
+              state={phase === 'starting' ? 'connecting' : undefined}
+              rehearsal={false}
+              lines={[]}
+              onSend={null}
+              sending={false}
+            />
+          </div>
+        )}
+        <ResearchPanel state={research} />
+      </main>
+    </div>
+  );
+}
+
+interface TranscriptLine {
+  id: string;
+  speaker: 'user' | 'agent';
+  text: string;
+  timestamp: number;
+  typed: boolean;
+  final: boolean;
+}
+
+/** Everything that needs the room context: agent state, audio, transcript and chat. */
+function SessionView() {
+  const { state, audioTrack, agentAttributes } = useVoiceAssistant();
+  const transcriptions = useTranscriptions();
+  const { send, chatMessages, isSending } = useChat();
+  const { localParticipant } = useLocalParticipant();
+  const localIdentity = localParticipant.identity;
+
+  const lines = useMemo<TranscriptLine[]>(() => {
+    const spoken = transcriptions.map((t) => ({
+      id: `t-${t.streamInfo.id}`,
+      speaker: t.participantInfo.identity === localIdentity ? ('user' as const) : ('agent' as const),
+      text: t.text,
+      timestamp: t.streamInfo.timestamp,
+      typed: false,
+      final: t.streamInfo.attributes?.['lk.transcription_final'] !== 'false',
+    }));
+    const typed = chatMessages.map((m) => ({
+      id: `c-${m.id}`,
+      speaker: m.from?.isLocal ? ('user' as const) : ('agent' as const),
+      text: m.message,
+      timestamp: m.timestamp,
+      typed: true,
+      final: true,
+    }));
+    return [...spoken, ...typed].filter((l) => l.text.trim().length > 0).sort((a, b) => a.timestamp - b.timestamp);
+  }, [transcriptions, chatMessages, localIdentity]);
+
+  const onSend = useCallback(
+    async (text: string) => {
+      await send(text);
+    },
+    [send],
+  );
+
+  return (
+    <>
+      <RoomAudioRenderer />
+      <StartAudio label="Activar el audio del agente" className="btn btn-secondary start-audio" />
+      <Conversation
+        state={state}
+        rehearsal={agentAttributes?.[MODE_ATTRIBUTE] === 'rehearsal'}
+        lines={lines}
+        onSend={onSend}
+        sending={isSending}
+        visualizer={<BarVisualizer state={state} track={audioTrack} barCount={7} className="visualizer" />}
+      />
+    </>
+  );
+}
+
+interface ConversationProps {
+  state: AgentState | undefined;
+  rehearsal: boolean;
+  lines: TranscriptLine[];
+  onSend: ((text: string) => Promise<void>) | null;
+  sending: boolean;
+  visualizer?: React.ReactNode;
+}
+
+/** The conversation column; rendered without a room too, so the layout does not jump on Start. */
+function Conversation({ state, rehearsal, lines, onSend, sending, visualizer }: ConversationProps) {
+  const [draft, setDraft] = useState('');
+  const [sendError, setSendError] = useState<string | null>(null);
+  const transcriptRef = useRef<HTMLOListElement>(null);
+
+  useEffect(() => {
+    const el = transcriptRef.current;
+    if (el) el.scrollTop = el.scrollHeight;
+  }, [lines]);
+
+  const submit = async (event: FormEvent) => {
+    event.preventDefault();
+    const text = draft.trim();
+    if (!onSend || text.length === 0) return;
+    setSendError(null);
+    try {
+      await onSend(text);
+      setDraft('');
+    } catch {
+      setSendError('No se pudo enviar la pregunta. Inténtelo de nuevo.');
+    }
+  };
+
+  return (
+    <section className="panel conversation-panel" aria-labelledby="conversation-heading">
+      {rehearsal && (
+        <p className="rehearsal-banner" data-testid="rehearsal-banner" role="status">
+          Modo de ensayo: respuestas de un simulador local, no de OpenAI
+        </p>
+      )}
+      <div className="agent-status">
+        <h2 id="conversation-heading">Conversación</h2>
+        <p className={`agent-state agent-state-${state ?? 'inactive'}`} aria-live="polite">
+          Agente: <span data-testid="agent-state">{agentStateLabel(state)}</span>
+        </p>
+      </div>
+      <div className="visualizer-slot" aria-hidden="true">
+        {visualizer}
+      </div>
+      <ol className="transcript" data-testid="transcript" ref={transcriptRef} role="log" aria-label="Transcripción">
+        {lines.length === 0 && <li className="muted">La transcripción aparecerá aquí.</li>}
+        {lines.map((line) => (
+          <li key={line.id} className={`line line-${line.speaker}${line.final ? '' : ' line-interim'}`}>
+            <span className="speaker">{line.speaker === 'user' ? 'Usted' : 'Lexvoz'}</span>
+            {line.typed && <span className="typed-tag"> (escrito)</span>}
+            <span className="line-text">{line.text}</span>
+          </li>
+        ))}
+      </ol>
+      <form className="chat-form" onSubmit={(e) => void submit(e)}>
+        <label htmlFor="chat-input" className="visually-hidden">
+          Escriba su pregunta
+        </label>
+        <input
+          id="chat-input"
+          data-testid="chat-input"
+          type="text"
+          autoComplete="off"
+          maxLength={MAX_CHAT_CHARS}
+          placeholder={onSend ? 'Escriba su pregunta…' : 'Pulse «Empezar» para conversar'}
+          value={draft}
+          onChange={(e) => setDraft(e.target.value)}
+          disabled={!onSend}
+        />
+        <button
+          type="submit"
+          className="btn btn-primary"
+          data-testid="chat-send"
+          disabled={!onSend || sending || draft.trim().length === 0}
+        >
+          Enviar
+        </button>
+      </form>
+      {sendError && (
+        <p className="error" role="alert">
+          {sendError}
+        </p>
+      )}
+    </section>
+  );
+}

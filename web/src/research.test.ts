@@ -1,0 +1,217 @@
+import { ParticipantKind } from 'livekit-client';
+import { describe, expect, it } from 'vitest';
+
+import {
+  applyResearchMessage,
+  failureText,
+  FAILURE_REASONS,
+  FAILURE_TEXT,
+  formatDuration,
+  initialResearchState,
+  isAgentSender,
+  MAX_ENTRIES,
+  parseResearchMessage,
+  researchReducer,
+  safeHttpUrl,
+  type ResearchState,
+} from './research';
+
+const agent = { kind: ParticipantKind.AGENT };
+const person = { kind: ParticipantKind.STANDARD };
+
+const started = { v: 1, type: 'started', call_id: 'c1', turn: 3, query: 'plazo de prescripción laboral' };
+const source = {
+  title: 'Código de Trabajo',
+  citation: 'Artículo 12',
+  excerpt: 'El trabajador tiene derecho…',
+  date: '1971-12-30',
+  gaceta: '17040',
+  official_source_name: 'Gaceta Oficial',
+  official_source_url: 'https://www.gacetaoficial.gob.pa/pdfTemp/17040/x.pdf',
+};
+const completed = { v: 1, type: 'completed', call_id: 'c1', turn: 3, tool_duration_ms: 123.4, sources: [source] };
+
+function feed(messages: unknown[], sender = agent, state: ResearchState = initialResearchState): ResearchState {
+  return messages.reduce<ResearchState>(
+    (s, m) => researchReducer(s, { type: 'received', sender, payload: JSON.stringify(m) }),
+    state,
+  );
+}
+
+describe('parseResearchMessage', () => {
+  it('parses the four message types', () => {
+    expect(parseResearchMessage(JSON.stringify(started))).toEqual({
+      type: 'started',
+      callId: 'c1',
+      turn: 3,
+      query: 'plazo de prescripción laboral',
+    });
+    const parsed = parseResearchMessage(JSON.stringify(completed));
+    expect(parsed?.type).toBe('completed');
+    if (parsed?.type === 'completed') {
+      expect(parsed.toolDurationMs).toBe(123.4);
+      expect(parsed.sources[0]).toEqual({
+        title: 'Código de Trabajo',
+        citation: 'Artículo 12',
+        excerpt: 'El trabajador tiene derecho…',
+        date: '1971-12-30',
+        gaceta: '17040',
+        officialSourceName: 'Gaceta Oficial',
+        officialSourceUrl: 'https://www.gacetaoficial.gob.pa/pdfTemp/17040/x.pdf',
+      });
+    }
+    expect(parseResearchMessage(JSON.stringify({ v: 1, type: 'failed', call_id: 'c1', turn: 3, reason: 'timeout' })))
+      .toEqual({ type: 'failed', callId: 'c1', turn: 3, reason: 'timeout' });
+    expect(parseResearchMessage(JSON.stringify({ v: 1, type: 'discarded', call_id: 'c1', turn: 3 }))).toEqual({
+      type: 'discarded',
+      callId: 'c1',
+      turn: 3,
+    });
+  });
+
+  it('reads UTF-8 bytes as sent in data packets', () => {
+    const bytes = new TextEncoder().encode(JSON.stringify(started));
+    expect(parseResearchMessage(bytes)?.type).toBe('started');
+    expect(parseResearchMessage(new Uint8Array([0xff, 0xfe, 0x7b]))).toBeNull();
+  });
+
+  it.each([
+    ['not json', '{oops'],
+    ['array', '[]'],
+    ['null', 'null'],
+    ['string', '"started"'],
+    ['unknown version', JSON.stringify({ ...started, v: 2 })],
+    ['missing version', JSON.stringify({ ...started, v: undefined })],
+    ['version as string', JSON.stringify({ ...started, v: '1' })],
+    ['unknown type', JSON.stringify({ ...started, type: 'progress' })],
+    ['missing call_id', JSON.stringify({ ...started, call_id: undefined })],
+    ['empty call_id', JSON.stringify({ ...started, call_id: '  ' })],
+    ['numeric call_id', JSON.stringify({ ...started, call_id: 7 })],
+    ['fractional turn', JSON.stringify({ ...started, turn: 1.5 })],
+    ['negative turn', JSON.stringify({ ...started, turn: -1 })],
+    ['turn as string', JSON.stringify({ ...started, turn: '3' })],
+    ['started without query', JSON.stringify({ ...started, query: undefined })],
+    ['started with object query', JSON.stringify({ ...started, query: { q: 1 } })],
+    ['completed without sources', JSON.stringify({ ...completed, sources: undefined })],
+    ['completed with object sources', JSON.stringify({ ...completed, sources: {} })],
+    ['completed without duration', JSON.stringify({ ...completed, tool_duration_ms: undefined })],
+    ['completed negative duration', JSON.stringify({ ...completed, tool_duration_ms: -5 })],
+    ['completed string duration', JSON.stringify({ ...completed, tool_duration_ms: '12' })],
+    ['source without title', JSON.stringify({ ...completed, sources: [{ ...source, title: undefined }] })],
+    ['source with numeric citation', JSON.stringify({ ...completed, sources: [{ ...source, citation: 5 }] })],
+    ['source that is a string', JSON.stringify({ ...completed, sources: ['Código'] })],
+    ['source with numeric date', JSON.stringify({ ...completed, sources: [{ ...source, date: 1971 }] })],
+    ['failed without reason', JSON.stringify({ v: 1, type: 'failed', call_id: 'c1', turn: 3 })],
+  ])('rejects %s', (_name, payload) => {
+    expect(parseResearchMessage(payload)).toBeNull();
+  });
+
+  it('rejects oversized messages without parsing them', () => {
+    const huge = JSON.stringify({ ...started, query: 'x'.repeat(200_000) });
+    expect(parseResearchMessage(huge)).toBeNull();
+  });
+
+  it('drops unsafe links but keeps the source', () => {
+    for (const url of ['javascript:alert(1)', 'data:text/html,<b>x</b>', 'ftp://example.org/x', 'no es una url', '//x']) {
+      const msg = parseResearchMessage(
+        JSON.stringify({ ...completed, sources: [{ ...source, official_source_url: url }] }),
+      );
+      expect(msg?.type).toBe('completed');
+      if (msg?.type === 'completed') {
+        expect(msg.sources).toHaveLength(1);
+        expect(msg.sources[0]?.officialSourceUrl).toBeUndefined();
+      }
+    }
+  });
+});
+
+describe('safeHttpUrl', () => {
+  it('accepts only http and https', () => {
+    expect(safeHttpUrl('https://example.org/a?b=1')).toBe('https://example.org/a?b=1');
+    expect(safeHttpUrl('http://example.org')).toBe('http://example.org/');
+    expect(safeHttpUrl('HTTPS://EXAMPLE.org/x')).toBe('https://example.org/x');
+    expect(safeHttpUrl('javascript:alert(1)')).toBeUndefined();
+    expect(safeHttpUrl(' javascript:alert(1)')).toBeUndefined();
+    expect(safeHttpUrl('JaVaScRiPt:alert(1)')).toBeUndefined();
+    expect(safeHttpUrl('data:text/html,x')).toBeUndefined();
+    expect(safeHttpUrl('vbscript:x')).toBeUndefined();
+    expect(safeHttpUrl('https://user:pw@example.org/')).toBeUndefined();
+    expect(safeHttpUrl('/relative/path')).toBeUndefined();
+    expect(safeHttpUrl(42)).toBeUndefined();
+    expect(safeHttpUrl('')).toBeUndefined();
+  });
+});
+
+describe('researchReducer', () => {
+  it('ignores the research topic from anyone but the agent', () => {
+    expect(isAgentSender(agent)).toBe(true);
+    expect(isAgentSender(person)).toBe(false);
+    expect(isAgentSender(undefined)).toBe(false);
+    expect(isAgentSender({})).toBe(false);
+    expect(feed([started, completed], person)).toBe(initialResearchState);
+    expect(
+      researchReducer(initialResearchState, { type: 'received', sender: undefined, payload: JSON.stringify(started) }),
+    ).toBe(initialResearchState);
+    for (const kind of [ParticipantKind.INGRESS, ParticipantKind.EGRESS, ParticipantKind.SIP]) {
+      expect(feed([started], { kind })).toBe(initialResearchState);
+    }
+  });
+
+  it('goes from running to completed with sources and the tool time', () => {
+    const running = feed([started]);
+    expect(running.entries).toHaveLength(1);
+    expect(running.entries[0]).toMatchObject({ callId: 'c1', status: 'running', query: started.query });
+    const done = feed([completed], agent, running);
+    expect(done.entries[0]).toMatchObject({ status: 'completed', toolDurationMs: 123.4, query: started.query });
+    expect(done.entries[0]?.sources).toHaveLength(1);
+  });
+
+  it('records failures and discarded searches, and never goes back to running', () => {
+    const failed = feed([started, { v: 1, type: 'failed', call_id: 'c1', turn: 3, reason: 'circuit_open' }]);
+    expect(failed.entries[0]).toMatchObject({ status: 'failed', reason: 'circuit_open' });
+    expect(feed([started], agent, failed).entries[0]?.status).toBe('failed');
+
+    const discarded = feed([started, { v: 1, type: 'discarded', call_id: 'c1', turn: 3 }]);
+    expect(discarded.entries[0]?.status).toBe('discarded');
+  });
+
+  it('keeps bad messages out and state unchanged', () => {
+    const running = feed([started]);
+    const after = researchReducer(running, { type: 'received', sender: agent, payload: '{"v":1,"type":"completed"}' });
+    expect(after).toBe(running);
+  });
+
+  it('puts the newest search first and bounds the list', () => {
+    const many = Array.from({ length: MAX_ENTRIES + 5 }, (_, i) => ({ ...started, call_id: `c${i}`, turn: i }));
+    const state = feed(many);
+    expect(state.entries).toHaveLength(MAX_ENTRIES);
+    expect(state.entries[0]?.callId).toBe(`c${MAX_ENTRIES + 4}`);
+  });
+
+  it('accepts a completion whose start it never saw', () => {
+    const state = applyResearchMessage(initialResearchState, {
+      type: 'completed',
+      callId: 'late',
+      turn: 1,
+      toolDurationMs: 5,
+      sources: [],
+    });
+    expect(state.entries[0]).toMatchObject({ callId: 'late', status: 'completed' });
+  });
+
+  it('resets', () => {
+    expect(researchReducer(feed([started]), { type: 'reset' })).toEqual(initialResearchState);
+  });
+});
+
+describe('texts', () => {
+  it('has Spanish text for every failure code and a fallback', () => {
+    for (const reason of FAILURE_REASONS) expect(failureText(reason)).toBe(FAILURE_TEXT[reason]);
+    expect(failureText('something_new')).toBe('La búsqueda falló.');
+  });
+
+  it('formats the tool time', () => {
+    expect(formatDuration(123.4)).toBe('123 ms');
+    expect(formatDuration(12_345)).toBe('12,3 s');
+  });
+});

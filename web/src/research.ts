@@ -1,0 +1,269 @@
+/**
+ * The research panel's model: parse `lexvoz.research` messages from the agent and fold them into state.
+ *
+ * Kept free of React so the rules the panel depends on (only the agent may speak on this topic, only
+ * well-formed messages count, only http/https links are ever shown) are unit-tested on their own.
+ */
+import { ParticipantKind } from 'livekit-client';
+
+export const RESEARCH_TOPIC = 'lexvoz.research';
+export const PROTOCOL_VERSION = 1;
+
+/** Bigger than any honest message (3 sources of bounded size); anything larger is not parsed at all. */
+export const MAX_MESSAGE_CHARS = 64 * 1024;
+/** Old searches are dropped so a long conversation does not grow the page without bound. */
+export const MAX_ENTRIES = 20;
+export const MAX_SOURCES = 5;
+
+const LIMITS = {
+  callId: 200,
+  query: 2_000,
+  title: 1_000,
+  citation: 1_000,
+  excerpt: 750,
+  meta: 200,
+  url: 2_000,
+  reason: 64,
+} as const;
+
+export const FAILURE_REASONS = [
+  'timeout',
+  'transport',
+  'auth',
+  'tool_error',
+  'invalid_result',
+  'circuit_open',
+  'rate_limited',
+  'invalid_arguments',
+] as const;
+export type FailureReason = (typeof FAILURE_REASONS)[number];
+
+/** What the person reads for each failure code; unknown future codes fall back to a generic line. */
+export const FAILURE_TEXT: Record<FailureReason, string> = {
+  timeout: 'La búsqueda tardó demasiado y se canceló.',
+  transport: 'No se pudo contactar el servicio de búsqueda.',
+  auth: 'El servicio de búsqueda rechazó las credenciales.',
+  tool_error: 'El servicio de búsqueda devolvió un error.',
+  invalid_result: 'El servicio de búsqueda devolvió un resultado no válido.',
+  circuit_open: 'El servicio de búsqueda está en pausa tras varios fallos; se reintentará en breve.',
+  rate_limited: 'Se alcanzó el límite de búsquedas por minuto; espere un momento.',
+  invalid_arguments: 'La consulta generada no era válida.',
+};
+export const GENERIC_FAILURE_TEXT = 'La búsqueda falló.';
+
+export function failureText(reason: string): string {
+  return (FAILURE_REASONS as readonly string[]).includes(reason)
+    ? FAILURE_TEXT[reason as FailureReason]
+    : GENERIC_FAILURE_TEXT;
+}
+
+export interface ResearchSource {
+  title: string;
+  citation: string;
+  excerpt: string;
+  date?: string;
+  gaceta?: string;
+  officialSourceName?: string;
+  /** Present only when the agent's URL parsed as http: or https:; normalised by the URL parser. */
+  officialSourceUrl?: string;
+}
+
+export type ResearchMessage =
+  | { type: 'started'; callId: string; turn: number; query: string }
+  | { type: 'completed'; callId: string; turn: number; toolDurationMs: number; sources: ResearchSource[] }
+  | { type: 'failed'; callId: string; turn: number; reason: string }
+  | { type: 'discarded'; callId: string; turn: number };
+
+export type ResearchStatus = 'running' | 'completed' | 'failed' | 'discarded';
+
+export interface ResearchEntry {
+  callId: string;
+  turn: number;
+  query?: string;
+  status: ResearchStatus;
+  sources: ResearchSource[];
+  toolDurationMs?: number;
+  reason?: string;
+}
+
+export interface ResearchState {
+  /** Newest first. */
+  entries: ResearchEntry[];
+}
+
+export const initialResearchState: ResearchState = { entries: [] };
+
+/** Who sent a message: the participant's kind as LiveKit reports it (undefined when unknown). */
+export interface ResearchSender {
+  kind?: ParticipantKind;
+}
+
+export type ResearchAction =
+  | { type: 'received'; sender: ResearchSender | undefined; payload: string | Uint8Array }
+  | { type: 'reset' };
+
+/** Only the agent participant may feed the panel: a person in the room must not be able to fake evidence. */
+export function isAgentSender(sender: ResearchSender | undefined): boolean {
+  return sender?.kind === ParticipantKind.AGENT;
+}
+
+/** The URL as the browser would follow it, or undefined unless it is http/https (no javascript:, data:...). */
+export function safeHttpUrl(value: unknown): string | undefined {
+  if (typeof value !== 'string' || value.length === 0 || value.length > LIMITS.url) return undefined;
+  let parsed: URL;
+  try {
+    parsed = new URL(value);
+  } catch {
+    return undefined;
+  }
+  if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') return undefined;
+  if (parsed.username || parsed.password) return undefined;
+  return parsed.href;
+}
+
+type Json = Record<string, unknown>;
+
+function isObject(value: unknown): value is Json {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+function boundedString(value: unknown, max: number, allowEmpty = false): string | undefined {
+  if (typeof value !== 'string') return undefined;
+  const trimmed = value.trim();
+  if (!allowEmpty && trimmed.length === 0) return undefined;
+  return trimmed.length > max ? `${trimmed.slice(0, max)}…` : trimmed;
+}
+
+function optionalString(obj: Json, key: string, max: number): string | undefined | null {
+  if (!(key in obj) || obj[key] === undefined || obj[key] === null) return undefined;
+  const value = boundedString(obj[key], max, true);
+  if (value === undefined) return null; // present but not a string: bad shape
+  return value.length > 0 ? value : undefined;
+}
+
+function parseSource(value: unknown): ResearchSource | null {
+  if (!isObject(value)) return null;
+  const title = boundedString(value.title, LIMITS.title);
+  const citation = boundedString(value.citation, LIMITS.citation);
+  const excerpt = boundedString(value.excerpt, LIMITS.excerpt, true);
+  if (title === undefined || citation === undefined || excerpt === undefined) return null;
+  const date = optionalString(value, 'date', LIMITS.meta);
+  const gaceta = optionalString(value, 'gaceta', LIMITS.meta);
+  const name = optionalString(value, 'official_source_name', LIMITS.meta);
+  const rawUrl = optionalString(value, 'official_source_url', LIMITS.url);
+  if (date === null || gaceta === null || name === null || rawUrl === null) return null;
+  const source: ResearchSource = { title, citation, excerpt };
+  if (date) source.date = date;
+  if (gaceta) source.gaceta = gaceta;
+  if (name) source.officialSourceName = name;
+  const url = safeHttpUrl(rawUrl);
+  if (url) source.officialSourceUrl = url;
+  return source;
+}
+
+function decode(payload: string | Uint8Array): string | null {
+  if (typeof payload === 'string') return payload;
+  try {
+    return new TextDecoder('utf-8', { fatal: true }).decode(payload);
+  } catch {
+    return null;
+  }
+}
+
+/** One message from its wire form, or null for anything that is not a well-formed v1 message. */
+export function parseResearchMessage(payload: string | Uint8Array): ResearchMessage | null {
+  if (payload.length > MAX_MESSAGE_CHARS * 4) return null;
+  const text = decode(payload);
+  if (text === null || text.length > MAX_MESSAGE_CHARS) return null;
+  let data: unknown;
+  try {
+    data = JSON.parse(text);
+  } catch {
+    return null;
+  }
+  if (!isObject(data) || data.v !== PROTOCOL_VERSION) return null;
+  const callId = boundedString(data.call_id, LIMITS.callId);
+  const turn = data.turn;
+  if (callId === undefined || typeof turn !== 'number' || !Number.isInteger(turn) || turn < 0) return null;
+
+  switch (data.type) {
+    case 'started': {
+      const query = boundedString(data.query, LIMITS.query);
+      return query === undefined ? null : { type: 'started', callId, turn, query };
+    }
+    case 'completed': {
+      const duration = data.tool_duration_ms;
+      if (typeof duration !== 'number' || !Number.isFinite(duration) || duration < 0) return null;
+      if (!Array.isArray(data.sources)) return null;
+      const sources: ResearchSource[] = [];
+      for (const raw of data.sources.slice(0, MAX_SOURCES)) {
+        const source = parseSource(raw);
+        if (source === null) return null;
+        sources.push(source);
+      }
+      return { type: 'completed', callId, turn, toolDurationMs: duration, sources };
+    }
+    case 'failed': {
+      const reason = boundedString(data.reason, LIMITS.reason);
+      return reason === undefined ? null : { type: 'failed', callId, turn, reason };
+    }
+    case 'discarded':
+      return { type: 'discarded', callId, turn };
+    default:
+      return null;
+  }
+}
+
+/** Fold one parsed message into the state; a finished search never goes back to "running". */
+export function applyResearchMessage(state: ResearchState, message: ResearchMessage): ResearchState {
+  const existing = state.entries.find((e) => e.callId === message.callId);
+  const base: ResearchEntry = existing ?? {
+    callId: message.callId,
+    turn: message.turn,
+    status: 'running',
+    sources: [],
+  };
+  let next: ResearchEntry;
+  switch (message.type) {
+    case 'started':
+      if (existing && existing.status !== 'running') {
+        next = existing.query ? existing : { ...existing, query: message.query };
+      } else {
+        next = { ...base, query: message.query, status: 'running' };
+      }
+      break;
+    case 'completed':
+      next = { ...base, status: 'completed', sources: message.sources, toolDurationMs: message.toolDurationMs };
+      break;
+    case 'failed':
+      next = { ...base, status: 'failed', reason: message.reason, sources: [] };
+      break;
+    case 'discarded':
+      next = { ...base, status: 'discarded', sources: [] };
+      break;
+  }
+  if (next === existing) return state;
+  const others = state.entries.filter((e) => e.callId !== message.callId);
+  const entries = existing
+    ? state.entries.map((e) => (e.callId === message.callId ? next : e))
+    : [next, ...others].slice(0, MAX_ENTRIES);
+  return { entries };
+}
+
+export function researchReducer(state: ResearchState, action: ResearchAction): ResearchState {
+  switch (action.type) {
+    case 'reset':
+      return initialResearchState;
+    case 'received': {
+      if (!isAgentSender(action.sender)) return state;
+      const message = parseResearchMessage(action.payload);
+      return message ? applyResearchMessage(state, message) : state;
+    }
+  }
+}
+
+/** "123 ms" for the tool's own time; seconds with one decimal past ten seconds. */
+export function formatDuration(ms: number): string {
+  if (ms >= 10_000) return `${(ms / 1000).toFixed(1).replace('.', ',')} s`;
+  return `${Math.round(ms)} ms`;
+}
