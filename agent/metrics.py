@@ -1,0 +1,147 @@
+"""Prometheus metrics for the search path, the sessions and the evidence ledger.
+
+Module-level metrics in the default registry, so any module can import and increment them. Every
+label value is created up front: a dashboard or an alert on `rate(...{kind="timeout"}[5m])` then
+sees a 0 instead of "no data" before the first failure.
+
+Job processes: livekit-agents runs each job in a child process. prometheus_client keeps values in
+process memory unless PROMETHEUS_MULTIPROC_DIR is set *before prometheus_client is imported*; then
+every process writes its values to files in that directory and a `MultiProcessCollector` on the
+scrape side sums them. `AgentServer(prometheus_port=..., prometheus_multiproc_dir=...)` sets the
+variable for the job processes it spawns and serves `/metrics` from the main process with that
+collector, so the job processes' counters reach the one endpoint. See `setup_multiprocess_dir`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from prometheus_client import multiprocess as _mp
+
+__all__ = [
+    "BREAKER_CLOSED",
+    "BREAKER_HALF_OPEN",
+    "BREAKER_OPEN",
+    "ERROR_KINDS",
+    "TOOL_OUTCOMES",
+    "ledger_dropped_total",
+    "ledger_write_failures_total",
+    "mcp_circuit_breaker_state",
+    "mcp_latency_ms",
+    "mcp_request_errors_total",
+    "mcp_requests_total",
+    "mcp_timeouts_total",
+    "mcp_tool_calls_total",
+    "release_process_gauges",
+    "scrape_registry",
+    "sessions_active",
+    "setup_multiprocess_dir",
+    "start_metrics_server",
+]
+
+logger = logging.getLogger("lexvoz.metrics")
+
+ERROR_KINDS: tuple[str, ...] = (
+    "timeout",
+    "transport",
+    "auth",
+    "tool_error",
+    "invalid_result",
+    "circuit_open",
+    "rate_limited",
+)
+TOOL_OUTCOMES: tuple[str, ...] = ("completed", "failed", "discarded", "duplicate")
+KNOWN_TOOLS: tuple[str, ...] = ("search_panama_law",)
+
+BREAKER_CLOSED = 0
+BREAKER_OPEN = 1
+BREAKER_HALF_OPEN = 2
+
+MCP_LATENCY_BUCKETS_MS: tuple[float, ...] = (5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000)
+
+mcp_latency_ms = Histogram(
+    "voice_mcp_latency_ms",
+    "Round trip of one search tool call through the MCP gateway, in milliseconds.",
+    buckets=MCP_LATENCY_BUCKETS_MS,
+)
+mcp_requests_total = Counter("voice_mcp_requests", "Requests sent to the MCP search server.")
+mcp_request_errors_total = Counter("voice_mcp_request_errors", "Failed MCP requests by kind of failure.", ["kind"])
+mcp_tool_calls_total = Counter(
+    "voice_mcp_tool_calls", "Tool calls made by the model, by tool and outcome.", ["tool", "outcome"]
+)
+mcp_timeouts_total = Counter("voice_mcp_timeouts", "MCP requests that ran past their deadline.")
+mcp_circuit_breaker_state = Gauge(
+    "voice_mcp_circuit_breaker_state",
+    "Circuit breaker in front of the search server: 0 closed, 1 open, 2 half-open.",
+    multiprocess_mode="livemax",
+)
+sessions_active = Gauge("voice_sessions_active", "Voice sessions currently running.", multiprocess_mode="livesum")
+ledger_write_failures_total = Counter(
+    "voice_ledger_write_failures", "Failed attempts to write to the evidence ledger (each retry counts)."
+)
+ledger_dropped_total = Counter(
+    "voice_ledger_dropped", "Ledger entries given up: queue full, permanent error, or unflushed at close."
+)
+
+for _kind in ERROR_KINDS:
+    mcp_request_errors_total.labels(kind=_kind)
+for _tool in KNOWN_TOOLS:
+    for _outcome in TOOL_OUTCOMES:
+        mcp_tool_calls_total.labels(tool=_tool, outcome=_outcome)
+
+
+def _multiprocess_dir() -> str | None:
+    return os.environ.get("PROMETHEUS_MULTIPROC_DIR") or os.environ.get("prometheus_multiproc_dir")
+
+
+def scrape_registry() -> CollectorRegistry:
+    """The registry to expose: every process's values in multiprocess mode, else the default one."""
+    if _multiprocess_dir():
+        registry = CollectorRegistry()
+        _mp.MultiProcessCollector(registry)
+        return registry
+    return REGISTRY
+
+
+def start_metrics_server(port: int, addr: str = "127.0.0.1") -> int:
+    """Serve `/metrics` from a daemon thread; returns the bound port (pass 0 for an ephemeral one).
+
+    Only for processes that are not a LiveKit worker (the search server, the web service): the
+    worker should use `AgentServer(prometheus_port=...)`, which already serves the same registry.
+    """
+    server, _thread = start_http_server(port, addr=addr, registry=scrape_registry())
+    return int(server.server_port)
+
+
+def setup_multiprocess_dir(path: str | os.PathLike[str]) -> Path:
+    """Prepare `path` for prometheus multiprocess mode and export PROMETHEUS_MULTIPROC_DIR.
+
+    Call it in the worker's main process before the job processes start (equivalently, pass the
+    same path as `AgentServer(prometheus_multiproc_dir=...)`, which does the same). Stale `*.db`
+    files from an earlier run are removed so counters restart from zero with the worker. Metrics
+    already created in *this* process stay in memory: the variable is read when prometheus_client
+    is imported, so to include the main process too set it in the environment (the container does).
+    """
+    directory = Path(path)
+    directory.mkdir(parents=True, exist_ok=True)
+    for stale in directory.glob("*.db"):
+        try:
+            stale.unlink()
+        except OSError:
+            logger.warning("could not remove stale metrics file", extra={"file": stale.name})
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(directory)
+    return directory
+
+
+def release_process_gauges(pid: int | None = None) -> None:
+    """Drop this process's live gauges (sessions, breaker state) from the multiprocess files.
+
+    Call from a job's shutdown callback: livekit-agents does not mark dead job processes, and a
+    crashed job would otherwise keep reporting its last `voice_sessions_active` value.
+    """
+    directory = _multiprocess_dir()
+    if directory:
+        _mp.mark_process_dead(pid if pid is not None else os.getpid(), directory)

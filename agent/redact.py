@@ -1,0 +1,204 @@
+"""Mask personal identifiers before text reaches a log line, a trace or the evidence ledger.
+
+Callers ask the agent about their own situation, so a question may carry a cédula, a phone number
+or an e-mail address. Those must never be written down by the operational side of the system; the
+legal references that make a question useful to audit (article and law numbers, years, dates,
+percentages) must survive. The patterns are ordered from most to least specific so that, for
+example, a card number is not first eaten as two phone numbers.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import re
+import unicodedata
+from collections.abc import Callable
+
+__all__ = ["RedactingFilter", "query_digest", "redact"]
+
+CEDULA = "[cédula]"
+PHONE = "[teléfono]"
+EMAIL = "[correo]"
+CARD = "[tarjeta]"
+PASSPORT = "[pasaporte]"
+
+# A separator inside an identifier: a hyphen (optionally spaced, as a transcript may write it) or a
+# single space.
+_SEP = r"(?:\s*[-‐‑–]\s*|\s)"
+
+_EMAIL_RE = re.compile(r"(?<![\w.+-])[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}\b")
+# "juan punto perez arroba gmail punto com": how a speech transcript spells an address.
+_SPOKEN_EMAIL_RE = re.compile(r"\b[\w.-]+(?:\s+punto\s+[\w-]+)*\s+arroba\s+[\w-]+(?:\s+punto\s+[\w-]+)+", re.IGNORECASE)
+
+_CARD_RE = re.compile(r"(?<![\d-])\d(?:[ -]?\d){12,18}(?![\d-])")
+
+# Cédula prefixes: province 1-13 (optionally with AV/PI/NT), or the letter series E, N, PE.
+_CEDULA_RE = re.compile(
+    rf"""(?<![\w/.,-])
+    (?:
+        (?:1[0-3]|[1-9])(?:{_SEP}?(?:AV|PI|NT))?   # 8, 8-NT, 1AV, 4PI
+      | PE | E | N                                 # panameño en el extranjero, extranjero, naturalizado
+    )
+    {_SEP}(\d{{1,4}}){_SEP}(\d{{1,6}})
+    (?![\w/-])""",
+    re.IGNORECASE | re.VERBOSE,
+)
+
+_PASSPORT_CONTEXT_RE = re.compile(
+    r"(\bpasaporte\s*(?:(?:n(?:[úu]mero|o\.?|º|°|ro\.?)|#)\s*)?[:.]?\s*)([A-Z0-9](?:[A-Z0-9-]{4,10})[A-Z0-9])\b",
+    re.IGNORECASE,
+)
+_PASSPORT_GENERIC_RE = re.compile(r"\b[A-Z]{1,3}\d{6,8}\b")
+
+_PA_PREFIX = r"(?:(?:\+\s?|00)?\(?507\)?[\s.-]*)"
+_INTL_PHONE_RE = re.compile(r"(?<![\w+])(?:\+|00)\d{1,3}(?:[\s.-]?\(?\d{1,5}\)?){1,5}(?![\w-])")
+_PA_PREFIXED_RE = re.compile(rf"(?<![\w+]){_PA_PREFIX}(?:6\d{{3}}|[2-9]\d{{2}})[\s.-]?\d{{4}}(?![\w-])")
+_MOBILE_RE = re.compile(r"(?<![\w.,/-])6\d{3}[\s.-]?\d{4}(?![\w/-])")
+_LANDLINE_RE = re.compile(r"(?<![\w.,/-])[2-579]\d{2}-\d{4}(?![\w/-])")
+_LANDLINE_SPACED_RE = re.compile(r"(?<![\w.,/-])[2-579]\d{2}[\s.]\d{4}(?![\w/-])")
+
+# Words that make a nearby bare number an identifier rather than, say, a law number.
+_PHONE_CONTEXT_RE = re.compile(
+    r"(tel[ée]fono|\btel\b|celular|m[óo]vil|whats\s?app|ll[áa]m[ae]|contacto|n[úu]mero)[^.\n]{0,30}$", re.IGNORECASE
+)
+_CEDULA_CONTEXT_RE = re.compile(r"(c[ée]dula|identidad|\bc[ée]d\b|\bC\.?I\.?P?\b)[^.\n]{0,30}$", re.IGNORECASE)
+
+
+def _luhn_ok(digits: str) -> bool:
+    total = 0
+    for i, ch in enumerate(reversed(digits)):
+        d = int(ch)
+        if i % 2 == 1:
+            d *= 2
+            if d > 9:
+                d -= 9
+        total += d
+    return total % 10 == 0
+
+
+def _digits(s: str) -> str:
+    return "".join(ch for ch in s if ch.isdigit())
+
+
+def _preceded_by(pattern: re.Pattern[str], text: str, start: int) -> bool:
+    return bool(pattern.search(text[max(0, start - 45) : start]))
+
+
+def _card(m: re.Match[str]) -> str:
+    digits = _digits(m.group(0))
+    return CARD if 13 <= len(digits) <= 19 and _luhn_ok(digits) else m.group(0)
+
+
+def _looks_like_date(tomo: str, asiento: str, prefix_digits: str) -> bool:
+    """12-05-2004 and 8-12-2004 are dates in legal text unless the word cédula is nearby."""
+    if not prefix_digits or len(tomo) > 2 or len(asiento) != 4:
+        return False
+    day, month, year = int(prefix_digits), int(tomo), int(asiento)
+    return 1 <= day <= 31 and 1 <= month <= 12 and 1800 <= year <= 2100
+
+
+def _make_cedula_sub(text: str) -> Callable[[re.Match[str]], str]:
+    def sub(m: re.Match[str]) -> str:
+        whole = m.group(0)
+        tomo, asiento = m.group(1), m.group(2)
+        lead = re.match(r"\d+", whole)
+        prefix_digits = lead.group(0) if lead and whole[lead.end() : lead.end() + 1] in "-‐‑– " else ""
+        context = _preceded_by(_CEDULA_CONTEXT_RE, text, m.start())
+        if not context:
+            if _looks_like_date(tomo, asiento, prefix_digits):
+                return whole
+            # Three bare space-separated numbers ("8 123 4567") are an identifier only if the
+            # asiento is long enough not to be a list of article numbers.
+            if not re.search(r"[-‐‑–]", whole) and len(asiento) < 4:
+                return whole
+        return CEDULA
+
+    return sub
+
+
+def _intl_phone(m: re.Match[str]) -> str:
+    n = len(_digits(m.group(0)))
+    return PHONE if 8 <= n <= 15 else m.group(0)
+
+
+def _make_context_sub(text: str, placeholder: str, pattern: re.Pattern[str]) -> Callable[[re.Match[str]], str]:
+    def sub(m: re.Match[str]) -> str:
+        return placeholder if _preceded_by(pattern, text, m.start()) else m.group(0)
+
+    return sub
+
+
+def _make_landline_sub(text: str) -> Callable[[re.Match[str]], str]:
+    """ "235-2004" is as likely a resolution number as a phone: a year-like tail needs phone words."""
+
+    def sub(m: re.Match[str]) -> str:
+        tail = m.group(0)[-4:]
+        if tail.startswith(("19", "20")) and not _preceded_by(_PHONE_CONTEXT_RE, text, m.start()):
+            return m.group(0)
+        return PHONE
+
+    return sub
+
+
+def _passport_context(m: re.Match[str]) -> str:
+    ident = m.group(2)
+    if not any(ch.isdigit() for ch in ident) or not 6 <= len(ident.replace("-", "")) <= 9:
+        return m.group(0)
+    return m.group(1) + PASSPORT
+
+
+def redact(text: str) -> str:
+    """Return `text` with personal identifiers replaced by typed placeholders such as "[cédula]".
+
+    Never raises for string input; article numbers, law numbers, years, dates and percentages
+    are left as they are.
+    """
+    if not text:
+        return text
+    out = _EMAIL_RE.sub(EMAIL, text)
+    out = _SPOKEN_EMAIL_RE.sub(EMAIL, out)
+    out = _CARD_RE.sub(_card, out)
+    out = _PA_PREFIXED_RE.sub(PHONE, out)
+    out = _INTL_PHONE_RE.sub(_intl_phone, out)
+    out = _PASSPORT_CONTEXT_RE.sub(_passport_context, out)
+    out = _CEDULA_RE.sub(_make_cedula_sub(out), out)
+    out = _PASSPORT_GENERIC_RE.sub(PASSPORT, out)
+    out = _MOBILE_RE.sub(PHONE, out)
+    out = _LANDLINE_RE.sub(_make_landline_sub(out), out)
+    out = _LANDLINE_SPACED_RE.sub(_make_context_sub(out, PHONE, _PHONE_CONTEXT_RE), out)
+    return out
+
+
+def _normalize(text: str) -> str:
+    return " ".join(unicodedata.normalize("NFC", text).casefold().split())
+
+
+def query_digest(text: str) -> str:
+    """A 16-hex-char sha256 prefix of the normalized text: joins log lines, traces and ledger rows
+    about the same question without writing the question down. Case and spacing do not matter."""
+    return hashlib.sha256(_normalize(text).encode("utf-8")).hexdigest()[:16]
+
+
+class RedactingFilter(logging.Filter):
+    """A logging filter that redacts the formatted message (and any exception text) in place.
+
+    Attach it to handlers (`handler.addFilter(RedactingFilter())`): a handler filter sees records
+    from every logger, including third-party ones that log tool arguments. The record is rewritten
+    with its arguments already merged, so later handlers see the redacted text too.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            message = record.getMessage()
+        except Exception:  # a broken format string must not hide the record
+            message = str(record.msg)
+        record.msg = redact(message)
+        record.args = None
+        if record.exc_info and not record.exc_text:
+            record.exc_text = logging.Formatter().formatException(record.exc_info)
+        if record.exc_text:
+            record.exc_text = redact(record.exc_text)
+        if record.stack_info:
+            record.stack_info = redact(record.stack_info)
+        return True

@@ -1,0 +1,172 @@
+"""The container setup: the compose file is valid Compose, every variable it uses is documented,
+and the image runs as a non-root user with no secret baked in.
+
+No Docker engine is needed: these are static checks. The Compose Specification schema comes from
+the `check-jsonschema` package, which vendors compose-spec's `compose-spec.json` (Apache-2.0).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+import yaml
+
+from agent.settings import DEV_API_SECRET, Settings
+
+ROOT = Path(__file__).resolve().parent.parent
+COMPOSE = ROOT / "docker-compose.yml"
+ENV_EXAMPLE = ROOT / ".env.example"
+DOCKERFILE = ROOT / "Dockerfile"
+
+_VAR_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?:(?::?[-?+])[^}]*)?\}")
+_ENV_LINE_RE = re.compile(r"^#?\s*([A-Z][A-Z0-9_]*)=")
+_SECRETISH = re.compile(r"(KEY|SECRET|TOKEN|PASSW(OR)?D|CREDENTIAL|PRIVATE)", re.IGNORECASE)
+
+
+def _compose() -> dict[str, Any]:
+    return yaml.safe_load(COMPOSE.read_text(encoding="utf-8"))
+
+
+def _documented() -> dict[str, int]:
+    """Variable name -> line number in .env.example (set or commented out)."""
+    out: dict[str, int] = {}
+    for n, line in enumerate(ENV_EXAMPLE.read_text(encoding="utf-8").splitlines()):
+        m = _ENV_LINE_RE.match(line)
+        if m:
+            out.setdefault(m.group(1), n)
+    return out
+
+
+def test_compose_matches_the_compose_specification() -> None:
+    text = resources.files("check_jsonschema.builtin_schemas.vendor").joinpath("compose-spec.json").read_text()
+    schema = json.loads(text)
+    jsonschema.validate(_compose(), schema, cls=jsonschema.validators.validator_for(schema))
+
+
+def test_compose_services_and_commands() -> None:
+    services = _compose()["services"]
+    assert set(services) == {"livekit", "search", "agent", "web"}
+    assert services["livekit"]["image"] == "livekit/livekit-server:v1.13.5"
+    assert services["livekit"]["command"].startswith("--config /etc/livekit.yaml")
+    assert "./livekit.yaml:/etc/livekit.yaml:ro" in services["livekit"]["volumes"]
+    assert services["search"]["command"][-4:] == ["panama_law", "serve", "--host", "0.0.0.0"]
+    assert "/healthz" in " ".join(services["search"]["healthcheck"]["test"])
+    assert services["agent"]["command"][-2:] == ["agent", "start"]
+    assert services["web"]["command"][-2:] == ["agent", "web"]
+    assert services["agent"]["depends_on"]["search"]["condition"] == "service_healthy"
+    agent_env = services["agent"]["environment"]
+    assert agent_env["LIVEKIT_URL"] == "ws://livekit:7880"
+    assert agent_env["LEXVOZ_MCP_URL"] == "http://search:8765/mcp"
+    # the token the agent sends is the token the search server checks
+    assert agent_env["LEXVOZ_MCP_TOKEN"] == services["search"]["environment"]["PANAMA_LAW_TOKEN"]
+    web_env = services["web"]["environment"]
+    assert web_env["LEXVOZ_WEB_HOST"] == "0.0.0.0"
+    assert "LEXVOZ_PUBLIC_LIVEKIT_URL" in web_env
+    # livekit-server's keys follow the same variables as its clients
+    keys = services["livekit"]["environment"]["LIVEKIT_KEYS"]
+    assert keys == f"${{LIVEKIT_API_KEY:-devkey}}: ${{LIVEKIT_API_SECRET:-{DEV_API_SECRET}}}"
+    for name in ("agent", "web"):
+        env = services[name]["environment"]
+        assert env["LIVEKIT_API_KEY"].startswith("${LIVEKIT_API_KEY")
+        assert env["LIVEKIT_API_SECRET"] == f"${{LIVEKIT_API_SECRET:-{DEV_API_SECRET}}}"
+
+
+def test_every_compose_variable_is_documented() -> None:
+    text = COMPOSE.read_text(encoding="utf-8")
+    referenced = set(_VAR_RE.findall(text))
+    # every variable a container receives is documented too, including `NAME:` with no value,
+    # which passes NAME through from the environment or .env
+    for service in _compose()["services"].values():
+        env = service.get("environment") or {}
+        assert isinstance(env, dict), "use the mapping form for environment"
+        referenced |= set(env)
+    assert "OPENAI_API_KEY" in referenced
+    missing = sorted(referenced - set(_documented()))
+    assert not missing, f"not in .env.example: {missing}"
+
+
+def test_every_setting_is_documented() -> None:
+    aliases = {f.alias for f in Settings.model_fields.values() if f.alias}
+    missing = sorted(aliases - set(_documented()))
+    assert not missing, f"Settings aliases not in .env.example: {missing}"
+
+
+def test_every_documented_variable_has_a_comment() -> None:
+    lines = ENV_EXAMPLE.read_text(encoding="utf-8").splitlines()
+    for name, n in _documented().items():
+        above = lines[n - 1] if n else ""
+        assert above.startswith("#") and not _ENV_LINE_RE.match(above), f"{name} has no comment above it"
+
+
+def test_env_example_holds_no_real_secret() -> None:
+    for line in ENV_EXAMPLE.read_text(encoding="utf-8").splitlines():
+        m = re.match(r"^([A-Z][A-Z0-9_]*)=(.*)$", line)
+        if m and _SECRETISH.search(m.group(1)):
+            assert m.group(2) in ("", "devkey", DEV_API_SECRET), f"{m.group(1)} carries a value"
+
+
+def _stages() -> list[list[str]]:
+    """Dockerfile instructions (continuations joined), split per stage."""
+    joined: list[str] = []
+    buf = ""
+    for raw in DOCKERFILE.read_text(encoding="utf-8").splitlines():
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        buf = f"{buf} {line[:-1]}" if line.endswith("\\") else f"{buf} {line}"
+        if not line.endswith("\\"):
+            joined.append(buf.strip())
+            buf = ""
+    stages: list[list[str]] = []
+    for instr in joined:
+        if instr.upper().startswith("FROM "):
+            stages.append([])
+        if stages:
+            stages[-1].append(instr)
+    return stages
+
+
+def test_dockerfile_is_multi_stage_with_a_non_root_runtime() -> None:
+    stages = _stages()
+    assert len(stages) >= 3
+    froms = [s[0] for s in stages]
+    assert any("node" in f for f in froms)
+    web_stage = next(s for s in stages if "node" in s[0])
+    assert any("npm ci" in i for i in web_stage) and any("npm run build" in i for i in web_stage)
+    runtime = stages[-1]
+    users = [i.split(None, 1)[1].strip() for i in runtime if i.upper().startswith("USER ")]
+    assert users, "runtime stage has no USER"
+    assert users[-1].split(":")[0] not in ("root", "0")
+    assert any(i.upper().startswith("COPY --FROM=") and i.rstrip().endswith("web/dist") for i in runtime)
+
+
+def _assignments(body: str) -> list[tuple[str, str]]:
+    """`A=1 B="x y"` or the legacy `A value` form of ENV/ARG, as (name, value) pairs."""
+    if "=" in body.split(None, 1)[0]:
+        return re.findall(r'([A-Za-z_][A-Za-z0-9_]*)=("[^"]*"|\S*)', body)
+    name, _, value = body.partition(" ")
+    return [(name, value.strip())]
+
+
+@pytest.mark.parametrize("keyword", ["ENV", "ARG"])
+def test_dockerfile_bakes_in_no_secret(keyword: str) -> None:
+    assert _assignments('A=1 B="x y" C=') == [("A", "1"), ("B", '"x y"'), ("C", "")]
+    assert _assignments("TOKEN abc") == [("TOKEN", "abc")]
+    for stage in _stages():
+        for instr in stage:
+            if instr.upper().startswith(keyword + " "):
+                for name, value in _assignments(instr.split(None, 1)[1]):
+                    if _SECRETISH.search(name):
+                        assert value in ("", '""'), f"{keyword} {name} carries a value in the Dockerfile"
+
+
+def test_dockerignore_keeps_secrets_and_state_out() -> None:
+    ignored = (ROOT / ".dockerignore").read_text(encoding="utf-8").splitlines()
+    for entry in (".env", ".git", ".venv", "var/", "web/node_modules"):
+        assert entry in ignored

@@ -1,0 +1,129 @@
+"""Redaction: identifiers go, legal references stay."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from agent.redact import RedactingFilter, query_digest, redact
+
+
+@pytest.mark.parametrize(
+    ("text", "secret", "placeholder"),
+    [
+        ("Mi cédula es 8-123-4567 y quiero saber si puedo votar.", "8-123-4567", "[cédula]"),
+        ("Tengo la cédula 8-NT-123-4567, ¿me sirve para el trámite?", "8-NT-123-4567", "[cédula]"),
+        ("Nací en el extranjero, mi cédula es PE-12-345.", "PE-12-345", "[cédula]"),
+        ("Soy extranjero residente con E-8-123456 desde hace años.", "E-8-123456", "[cédula]"),
+        ("Me naturalicé: N-19-1234 es mi número.", "N-19-1234", "[cédula]"),
+        ("Mi abuelo tiene la 1AV-12-345 todavía.", "1AV-12-345", "[cédula]"),
+        ("La cédula de mi hermana es 4-PI-12-3456.", "4-PI-12-3456", "[cédula]"),
+        ("Dicté mi cédula: 8 - 123 - 4567, ¿está bien?", "8 - 123 - 4567", "[cédula]"),
+        ("cédula 8 123 4567 por favor", "8 123 4567", "[cédula]"),
+        ("Con cédula 12-05-2004 no me dejan entrar", "12-05-2004", "[cédula]"),
+        ("Llámeme al 6123-4567 cuando tenga la respuesta.", "6123-4567", "[teléfono]"),
+        ("Mi celular es 6123 4567.", "6123 4567", "[teléfono]"),
+        ("El número 61234567 es de mi abogado.", "61234567", "[teléfono]"),
+        ("La oficina atiende en el 223-4567.", "223-4567", "[teléfono]"),
+        ("Mi teléfono fijo es 315 2004, llame de día.", "315 2004", "[teléfono]"),
+        ("Escríbame por WhatsApp al +507 6123-4567.", "+507 6123-4567", "[teléfono]"),
+        ("El consulado: +507 223 4567", "+507 223 4567", "[teléfono]"),
+        ("Mi hija vive en España, su número es +34 612 34 56 78.", "+34 612 34 56 78", "[teléfono]"),
+        ("Llamó desde +1 (305) 555-0142 ayer.", "+1 (305) 555-0142", "[teléfono]"),
+        ("Mande la respuesta a juan.perez@example.com por favor.", "juan.perez@example.com", "[correo]"),
+        (
+            "mi correo es maria punto lopez arroba gmail punto com",
+            "maria punto lopez arroba gmail punto com",
+            "[correo]",
+        ),
+        ("Me cobraron dos veces en la tarjeta 4111 1111 1111 1111.", "4111 1111 1111 1111", "[tarjeta]"),
+        ("tarjeta 5500-0000-0000-0004 vencida", "5500-0000-0000-0004", "[tarjeta]"),
+        ("Mi pasaporte número PA1234567 está vencido.", "PA1234567", "[pasaporte]"),
+        ("pasaporte no. X12345678 emitido en Caracas", "X12345678", "[pasaporte]"),
+        ("Viajo con el AB1234567 pero no sé si vale.", "AB1234567", "[pasaporte]"),
+    ],
+)
+def test_identifier_is_masked(text: str, secret: str, placeholder: str) -> None:
+    out = redact(text)
+    assert secret not in out
+    assert placeholder in out
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "¿Qué dice el artículo 72 de la Constitución?",
+        "Los artículos 17 y 18 hablan de los derechos individuales.",
+        "La Ley 34 de 1949 fue derogada por la Ley 23 de 2015.",
+        "El Acto Legislativo 1 de 2004 reformó la Constitución de 1972.",
+        "La reforma entró en vigor el 15 de noviembre de 2004.",
+        "El plazo vencía el 12-05-2004 según la Gaceta Oficial 25,176.",
+        "El plazo vencía el 12/05/2004.",
+        "Una tasa de interés del 2.5 % o del 15% anual.",
+        "Decreto Ejecutivo 235 de 2004, artículo 1034.",
+        "Resolución No. 235-2004 de la Autoridad.",
+        "La multa es de B/. 1 500 000 según el artículo 305.",
+        "Código Civil, artículos 1644 a 1650, Gaceta Oficial No. 28579.",
+        "El periodo 2004-2009 y el 2019-2024.",
+    ],
+)
+def test_legal_references_stay(text: str) -> None:
+    assert redact(text) == text
+
+
+def test_several_kinds_in_one_sentence() -> None:
+    text = (
+        "Soy 8-765-4321, mi correo es ana@correo.pa y mi celular 6987-6543; "
+        "pregunto por el artículo 56 de la Ley 6 de 2002."
+    )
+    out = redact(text)
+    assert out == (
+        "Soy [cédula], mi correo es [correo] y mi celular [teléfono]; "
+        "pregunto por el artículo 56 de la Ley 6 de 2002."
+    )
+
+
+def test_non_luhn_digit_run_is_not_a_card() -> None:
+    assert "[tarjeta]" not in redact("expediente 1234 5678 9012 3456")
+
+
+def test_empty_and_plain() -> None:
+    assert redact("") == ""
+    assert redact("hola") == "hola"
+
+
+def test_query_digest_is_stable_and_normalized() -> None:
+    a = query_digest("¿Qué dice el artículo 72?")
+    assert len(a) == 16
+    assert all(c in "0123456789abcdef" for c in a)
+    assert a == query_digest("  ¿qué   DICE el artículo 72?\n")
+    assert a != query_digest("¿Qué dice el artículo 73?")
+    # NFC and NFD spellings of "é" are the same question
+    assert query_digest("cédula") == query_digest("ce\u0301dula")
+
+
+def test_redacting_filter_rewrites_message_and_args(caplog: pytest.LogCaptureFixture) -> None:
+    logger = logging.getLogger("lexvoz.test.redact")
+    flt = RedactingFilter()
+    caplog.handler.addFilter(flt)
+    try:
+        with caplog.at_level(logging.INFO, logger="lexvoz.test.redact"):
+            logger.info("query from %s: %s", "6123-4567", "mi cédula es 8-123-4567")
+            try:
+                raise ValueError("bad email juan@example.com")
+            except ValueError:
+                logger.exception("failed for %s", "juan@example.com")
+    finally:
+        caplog.handler.removeFilter(flt)
+    text = caplog.text
+    assert "6123-4567" not in text
+    assert "8-123-4567" not in text
+    assert "juan@example.com" not in text
+    assert "[teléfono]" in text and "[cédula]" in text and "[correo]" in text
+
+
+def test_redacting_filter_survives_bad_format() -> None:
+    record = logging.LogRecord("x", logging.INFO, __file__, 1, "value %d", ("not-a-number",), None)
+    assert RedactingFilter().filter(record) is True
+    assert record.args is None
