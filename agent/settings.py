@@ -14,6 +14,9 @@ from pydantic import AnyHttpUrl, Field, SecretStr, ValidationError, field_valida
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 DEFAULT_MCP_URL = "http://127.0.0.1:8765/mcp"
+# Local development only (livekit-server wants >= 32 characters); never use in production.
+DEV_API_KEY = "devkey"
+DEV_API_SECRET = "lexvoz-local-dev-secret-not-for-production"
 
 
 class SettingsError(RuntimeError):
@@ -25,8 +28,8 @@ class Settings(BaseSettings):
 
     # LiveKit
     livekit_url: str = Field(default="ws://127.0.0.1:7880", alias="LIVEKIT_URL")
-    livekit_api_key: str = Field(default="devkey", alias="LIVEKIT_API_KEY")
-    livekit_api_secret: SecretStr = Field(default=SecretStr("secret"), alias="LIVEKIT_API_SECRET")
+    livekit_api_key: str = Field(default=DEV_API_KEY, alias="LIVEKIT_API_KEY")
+    livekit_api_secret: SecretStr = Field(default=SecretStr(DEV_API_SECRET), alias="LIVEKIT_API_SECRET")
     agent_name: str = Field(default="lexvoz", alias="LEXVOZ_AGENT_NAME", min_length=1, max_length=64)
 
     # OpenAI Realtime

@@ -1,0 +1,118 @@
+"""Find, build and start the real `livekit-server` binary for local runs and tests.
+
+The binary is never committed: it is taken from `LEXVOZ_LIVEKIT_SERVER`, from `PATH`, or built once with
+`go install` into a cache directory outside the repository and reused from there.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+VERSION = "v1.13.5"
+GO_MODULE = "github.com/livekit/livekit-server/cmd/server"
+ROOT = Path(__file__).resolve().parent.parent
+CONFIG = ROOT / "livekit.yaml"
+
+
+class LiveKitServerMissing(RuntimeError):
+    """No binary and no way to build one; the message says how to get it."""
+
+
+def cache_dir() -> Path:
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return base / "lexvoz" / f"livekit-server-{VERSION}"
+
+
+def find_or_build(*, build: bool = True, log: bool = True) -> Path:
+    explicit = os.environ.get("LEXVOZ_LIVEKIT_SERVER")
+    if explicit:
+        path = Path(explicit)
+        if not path.is_file():
+            raise LiveKitServerMissing(f"LEXVOZ_LIVEKIT_SERVER points at {explicit}, which does not exist")
+        return path
+    on_path = shutil.which("livekit-server")
+    if on_path:
+        return Path(on_path)
+    cached = cache_dir() / "server"
+    if cached.is_file():
+        return cached
+    go = shutil.which("go") or ("/usr/local/go/bin/go" if Path("/usr/local/go/bin/go").is_file() else None)
+    if not build or go is None:
+        raise LiveKitServerMissing(
+            "livekit-server is not installed and Go is not available to build it.\n"
+            "  Install Go (e.g. `apt-get install golang` or https://go.dev/dl/) and run `make livekit-server`,\n"
+            f"  or install the binary yourself (livekit-server {VERSION}) and put it on PATH,\n"
+            "  or use Docker: `docker compose up` runs the whole stack with the official image."
+        )
+    cache_dir().mkdir(parents=True, exist_ok=True)
+    if log:
+        print(f"building livekit-server {VERSION} with go install (first run only) ...", file=sys.stderr)
+    env = {**os.environ, "GOBIN": str(cache_dir()), "CGO_ENABLED": os.environ.get("CGO_ENABLED", "0")}
+    subprocess.run([go, "install", f"{GO_MODULE}@{VERSION}"], env=env, check=True)
+    if not cached.is_file():
+        raise LiveKitServerMissing(f"go install finished but {cached} is missing")
+    return cached
+
+
+def start(
+    *,
+    api_key: str,
+    api_secret: str,
+    port: int = 7880,
+    log_path: Path | None = None,
+    extra_args: list[str] | None = None,
+) -> subprocess.Popen[bytes]:
+    """Start livekit-server with our config on loopback; returns once it answers HTTP."""
+    binary = find_or_build()
+    env = {**os.environ, "LIVEKIT_KEYS": f"{api_key}: {api_secret}"}
+    config = CONFIG if port == 7880 else _config_for_port(port)
+    args = [str(binary), "--config", str(config), *(extra_args or [])]
+    out = open(log_path, "ab") if log_path else subprocess.DEVNULL
+    proc = subprocess.Popen(args, env=env, stdout=out, stderr=subprocess.STDOUT)
+    wait_http(f"http://127.0.0.1:{port}/", proc, timeout=30)
+    return proc
+
+
+def _config_for_port(port: int) -> Path:
+    """A copy of livekit.yaml on other ports, so tests never collide with a running local stack."""
+    text = CONFIG.read_text()
+    udp_start = 50200 + (port % 50) * 40
+    text = re.sub(r"(?m)^port: \d+", f"port: {port}", text)
+    text = re.sub(r"(?m)^(\s+)tcp_port: \d+", rf"\g<1>tcp_port: {port + 1}", text)
+    text = re.sub(r"(?m)^(\s+)port_range_start: \d+", rf"\g<1>port_range_start: {udp_start}", text)
+    text = re.sub(r"(?m)^(\s+)port_range_end: \d+", rf"\g<1>port_range_end: {udp_start + 39}", text)
+    fd, name = tempfile.mkstemp(prefix="lexvoz-livekit-", suffix=".yaml")
+    with os.fdopen(fd, "w") as fh:
+        fh.write(text)
+    return Path(name)
+
+
+def wait_http(url: str, proc: subprocess.Popen[bytes] | None = None, *, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"process exited with code {proc.returncode} before {url} answered")
+        try:
+            with urllib.request.urlopen(url, timeout=1) as resp:
+                if resp.status < 500:
+                    return
+        except OSError:
+            time.sleep(0.1)
+    raise TimeoutError(f"{url} did not answer within {timeout:.0f} s")
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        print(find_or_build())
+    except LiveKitServerMissing as exc:
+        print(f"lexvoz: {exc}", file=sys.stderr)
+        return 1
+    return 0
