@@ -5,6 +5,7 @@
 - `mcp-check URL`: check any MCP server against the search_panama_law contract
 - `ledger show --room ROOM`: what was researched and shown in a room
 - `run`: the whole local stack (livekit-server, search server, page service, worker)
+- `livekit-server`: find or build the livekit-server binary and print its path
 """
 
 from __future__ import annotations
@@ -45,6 +46,10 @@ def main(argv: list[str] | None = None) -> int:
         from .ledger import ledger_main
 
         return ledger_main(rest)
+    if command == "livekit-server":
+        from .livekit_server import main as lk_main
+
+        return lk_main(rest)
     if command == "run":
         from .stack import main as stack_main
 

@@ -75,8 +75,13 @@ def start(
     env = {**os.environ, "LIVEKIT_KEYS": f"{api_key}: {api_secret}"}
     config = CONFIG if port == 7880 else _config_for_port(port)
     args = [str(binary), "--config", str(config), *(extra_args or [])]
-    out = open(log_path, "ab") if log_path else subprocess.DEVNULL
-    proc = subprocess.Popen(args, env=env, stdout=out, stderr=subprocess.STDOUT)
+    if log_path is not None:
+        with open(log_path, "ab") as out:  # the child keeps its own copy of the descriptor
+            proc = subprocess.Popen(args, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    else:
+        proc = subprocess.Popen(
+            args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, start_new_session=True
+        )
     wait_http(f"http://127.0.0.1:{port}/", proc, timeout=30)
     return proc
 

@@ -1,0 +1,77 @@
+# Lexvoz: one command runs the stack (`make run`), one runs the tests (`make test`).
+# Every target installs what it needs; nothing is installed by hand.
+
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+WEB_STAMP := web/node_modules/.installed
+# A local copy of the Constitution JSON to import instead of downloading (optional).
+PANAMA_LAW_SOURCE ?=
+export PANAMA_LAW_SOURCE
+
+.PHONY: help venv web web-deps livekit-server browser run test test-fast test-web lint format bench clean
+
+help:
+	@echo "make run        start livekit-server, the search server, the page service and the worker"
+	@echo "make test       the whole test suite (installs what it needs)"
+	@echo "make test-fast  the suite without the end-to-end tests"
+	@echo "make lint       ruff"
+	@echo "make bench      the benchmarks (figures in bench/results/)"
+
+$(STAMP): pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	@touch $@
+
+venv: $(STAMP)
+
+$(WEB_STAMP): web/package.json web/package-lock.json
+	cd web && npm ci --no-audit --no-fund
+	@touch $@
+
+web-deps: $(WEB_STAMP)
+
+web: $(WEB_STAMP)
+	cd web && npm run build
+
+livekit-server: $(STAMP)
+	@$(PY) -m agent livekit-server
+
+# Debian's Chromium for the browser tests (never a downloaded browser build).
+browser:
+	@if [ ! -x /usr/bin/chromium ]; then \
+	  if command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ]; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	  else echo "install Debian's chromium package (apt-get install chromium) for the browser tests"; exit 1; fi; \
+	fi
+
+run: $(STAMP) web livekit-server
+	$(PY) -m agent run
+
+test: $(STAMP) web livekit-server browser
+	cd web && npm test
+	$(PY) -m pytest
+
+test-fast: $(STAMP)
+	$(PY) -m pytest -m "not e2e"
+
+test-web: $(WEB_STAMP)
+	cd web && npm test
+
+lint: $(STAMP)
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check agent panama_law realtime_standin tests bench
+
+format: $(STAMP)
+	$(PY) -m ruff format agent panama_law realtime_standin tests bench
+
+bench: $(STAMP) livekit-server
+	$(PY) bench/gateway.py
+	$(PY) bench/search.py
+	$(PY) bench/evidence.py
+
+clean:
+	rm -rf $(VENV) web/node_modules web/dist bench/results

@@ -1,0 +1,307 @@
+"""`make run` / `python -m agent run`: the whole local stack as child processes.
+
+livekit-server, the embedded search server, the token and page service, the worker, and, when no
+OpenAI key is set, the local Realtime stand-in (rehearsal mode). The end-to-end tests start the
+same `Stack`, so what the tests prove is what a developer runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import livekit_server
+from .settings import DEV_API_KEY, DEV_API_SECRET
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass
+class StackOptions:
+    livekit_port: int = 7880
+    search_port: int = 8765
+    web_port: int = 8080
+    standin_port: int = 8790
+    rehearsal: bool | None = None  # None: rehearsal exactly when OPENAI_API_KEY is unset
+    source: Path | None = None  # a local Constitution JSON to import instead of downloading
+    data_dir: Path = ROOT / "data"
+    log_dir: Path = ROOT / "var" / "log"
+    agent_name: str = "lexvoz"
+    api_key: str = DEV_API_KEY
+    api_secret: str = DEV_API_SECRET
+    standin_args: list[str] = field(default_factory=list)
+    worker_env: dict[str, str] = field(default_factory=dict)
+    search_env: dict[str, str] = field(default_factory=dict)
+    start_web: bool = True
+    start_worker: bool = True
+    ledger_path: Path | None = None
+
+
+@dataclass
+class _Child:
+    name: str
+    proc: subprocess.Popen[bytes]
+    log: Path
+
+
+class Stack:
+    """Starts the parts in dependency order and stops them in reverse; a failed start stops the rest."""
+
+    def __init__(self, options: StackOptions | None = None) -> None:
+        self.opts = options or StackOptions()
+        self.children: list[_Child] = []
+        self.mcp_token = secrets.token_urlsafe(24)
+        self.rehearsal = (
+            self.opts.rehearsal if self.opts.rehearsal is not None else not os.environ.get("OPENAI_API_KEY")
+        )
+
+    @property
+    def livekit_url(self) -> str:
+        return f"ws://127.0.0.1:{self.opts.livekit_port}"
+
+    @property
+    def mcp_url(self) -> str:
+        return f"http://127.0.0.1:{self.opts.search_port}/mcp"
+
+    @property
+    def web_url(self) -> str:
+        return f"http://127.0.0.1:{self.opts.web_port}/"
+
+    @property
+    def standin_url(self) -> str:
+        return f"http://127.0.0.1:{self.opts.standin_port}"
+
+    def common_env(self) -> dict[str, str]:
+        env = {
+            **os.environ,
+            "LIVEKIT_URL": self.livekit_url,
+            "LIVEKIT_API_KEY": self.opts.api_key,
+            "LIVEKIT_API_SECRET": self.opts.api_secret,
+            "LEXVOZ_AGENT_NAME": self.opts.agent_name,
+            "LEXVOZ_MCP_URL": self.mcp_url,
+            "LEXVOZ_MCP_TOKEN": self.mcp_token,
+            "LEXVOZ_WEB_PORT": str(self.opts.web_port),
+            "LEXVOZ_REHEARSAL": "1" if self.rehearsal else "0",
+            "PYTHONUNBUFFERED": "1",
+        }
+        if self.rehearsal:
+            env["OPENAI_BASE_URL"] = f"{self.standin_url}/v1"
+        if self.opts.ledger_path is not None:
+            env["LEXVOZ_LEDGER_PATH"] = str(self.opts.ledger_path)
+        return env
+
+    def start(self) -> Stack:
+        self.opts.log_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            self._start_livekit()
+            self._start_search()
+            if self.rehearsal:
+                self._start_standin()
+            if self.opts.start_web:
+                self._start_web()
+            if self.opts.start_worker:
+                self.start_worker()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _start_livekit(self) -> None:
+        log = self.opts.log_dir / "livekit-server.log"
+        proc = livekit_server.start(
+            api_key=self.opts.api_key, api_secret=self.opts.api_secret, port=self.opts.livekit_port, log_path=log
+        )
+        self.children.append(_Child("livekit-server", proc, log))
+
+    def _start_search(self) -> None:
+        args = [
+            "-m",
+            "panama_law",
+            "serve",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.opts.search_port),
+            "--data-dir",
+            str(self.opts.data_dir),
+        ]
+        if self.opts.source is not None:
+            args += ["--source", str(self.opts.source)]
+        env = {**self.common_env(), "PANAMA_LAW_TOKEN": self.mcp_token, **self.opts.search_env}
+        self._spawn("search", args, env)
+        self._wait(f"http://127.0.0.1:{self.opts.search_port}/healthz", "search", timeout=180, ok_only=True)
+
+    def _start_standin(self) -> None:
+        args = [
+            "-m",
+            "realtime_standin",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.opts.standin_port),
+            *self.opts.standin_args,
+        ]
+        self._spawn("realtime-standin", args, self.common_env())
+        self._wait(f"{self.standin_url}/healthz", "realtime-standin", timeout=30)
+
+    def _start_web(self) -> None:
+        self._spawn("web", ["-m", "agent", "web", "--port", str(self.opts.web_port)], self.common_env())
+        self._wait(f"http://127.0.0.1:{self.opts.web_port}/healthz", "web", timeout=30)
+
+    def start_worker(self) -> None:
+        env = {**self.common_env(), **self.opts.worker_env}
+        child = self._spawn("worker", ["-m", "agent", "start"], env)
+        _wait_for_text(child.log, "registered worker", child.proc, timeout=90)
+
+    def _spawn(self, name: str, args: list[str], env: dict[str, str]) -> _Child:
+        log = self.opts.log_dir / f"{name}.log"
+        with open(log, "ab") as out:  # the child keeps its own copy of the descriptor
+            proc = subprocess.Popen(
+                [sys.executable, *args], cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+            )
+        child = _Child(name, proc, log)
+        self.children.append(child)
+        return child
+
+    def _wait(self, url: str, name: str, *, timeout: float, ok_only: bool = False) -> None:
+        child = next(c for c in self.children if c.name == name)
+        try:
+            _wait_ok(url, child.proc, timeout=timeout, ok_only=ok_only)
+        except (TimeoutError, RuntimeError) as exc:
+            tail = _tail(child.log)
+            raise RuntimeError(f"{name} did not start: {exc}\n--- last lines of {child.log} ---\n{tail}") from None
+
+    def stop_child(self, name: str) -> None:
+        for child in [c for c in self.children if c.name == name]:
+            _terminate(child.proc)
+            self.children.remove(child)
+
+    def stop(self) -> None:
+        for child in reversed(self.children):
+            _terminate(child.proc)
+        self.children.clear()
+
+    def __enter__(self) -> Stack:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def _terminate(proc: subprocess.Popen[bytes], timeout: float = 10) -> None:
+    if proc.poll() is not None:
+        return
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+    except (ProcessLookupError, PermissionError):
+        proc.terminate()
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            proc.kill()
+        proc.wait(5)
+
+
+def _wait_ok(url: str, proc: subprocess.Popen[bytes], *, timeout: float, ok_only: bool) -> None:
+    import urllib.error
+    import urllib.request
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"exited with code {proc.returncode}")
+        try:
+            with urllib.request.urlopen(url, timeout=2) as resp:
+                if resp.status == 200 or not ok_only:
+                    return
+        except urllib.error.HTTPError as exc:
+            if not ok_only and exc.code < 500:
+                return
+        except OSError:
+            pass
+        time.sleep(0.2)
+    raise TimeoutError(f"{url} not ready after {timeout:.0f} s")
+
+
+def _wait_for_text(path: Path, needle: str, proc: subprocess.Popen[bytes], *, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"worker exited with code {proc.returncode}\n{_tail(path)}")
+        if path.exists() and needle in path.read_text(errors="replace"):
+            return
+        time.sleep(0.2)
+    raise TimeoutError(f"worker did not register within {timeout:.0f} s\n{_tail(path)}")
+
+
+def _tail(path: Path, lines: int = 25) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m agent run", description="Run the whole Lexvoz stack locally.")
+    p.add_argument(
+        "--source",
+        type=Path,
+        default=os.environ.get("PANAMA_LAW_SOURCE") or None,
+        help="a local copy of the Constitution JSON to index (default: download the pinned file)",
+    )
+    p.add_argument("--web-port", type=int, default=int(os.environ.get("LEXVOZ_WEB_PORT", "8080")))
+    args = p.parse_args(argv)
+    stack = Stack(StackOptions(source=args.source, web_port=args.web_port))
+    if stack.rehearsal:
+        print(
+            "OPENAI_API_KEY no está definido: se inicia el MODO DE ENSAYO con el simulador local del protocolo "
+            "Realtime.\nLas preguntas escritas pasan por la herramienta, el gateway y el servidor de búsqueda "
+            "reales; las respuestas habladas son una plantilla fija.",
+            flush=True,
+        )
+    stop = threading.Event()
+    _install_signal_handlers(stop.set)
+    try:
+        stack.start()
+    except livekit_server.LiveKitServerMissing as exc:
+        print(f"lexvoz: {exc}", file=sys.stderr)
+        return 1
+    except (RuntimeError, TimeoutError) as exc:
+        print(f"lexvoz: {exc}", file=sys.stderr)
+        return 1
+    print(
+        f"\nLexvoz listo: abra {stack.web_url} en el navegador.  (Ctrl-C para detener; registros en "
+        f"{stack.opts.log_dir.relative_to(ROOT)})\n",
+        flush=True,
+    )
+    try:
+        while not stop.is_set():
+            dead = [c for c in stack.children if c.proc.poll() is not None]
+            if dead:
+                print(
+                    f"lexvoz: {dead[0].name} terminó inesperadamente; deteniendo todo.\n{_tail(dead[0].log)}",
+                    file=sys.stderr,
+                )
+                return 1
+            stop.wait(0.5)
+    finally:
+        print("Deteniendo…", flush=True)
+        stack.stop()
+    return 0
+
+
+def _install_signal_handlers(callback: Callable[[], None]) -> None:
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: callback())
