@@ -20,10 +20,12 @@ from livekit.plugins import openai
 from openai.types.realtime import AudioTranscription
 from openai.types.realtime.realtime_audio_input_turn_detection import SemanticVad
 
+from . import metrics
 from .assistant import LexvozAgent, make_text_input_cb
 from .breaker import BreakerOptions
 from .evidence import EvidencePublisher
 from .gateway import GatewayOptions, McpGateway
+from .observers import count_tool_call
 from .research import ResearchSession, ToolEvent
 from .settings import Settings
 
@@ -97,7 +99,7 @@ async def start_conversation(
         gw,
         EvidencePublisher(room.local_participant),
         searches_per_minute=settings.searches_per_minute,
-        observers=observers,
+        observers=[count_tool_call, *(observers or [])],
     )
     session: AgentSession = AgentSession(llm=build_realtime_model(settings), vad=vad)
     agent = LexvozAgent(research, greet=greet)
@@ -108,6 +110,8 @@ async def start_conversation(
         room=room,
         room_options=RoomOptions(text_input=TextInputOptions(text_input_cb=make_text_input_cb(research))),
     )
+    metrics.sessions_active.inc()
+    session.on("close", lambda _ev: metrics.sessions_active.dec())
     conversation = Conversation(session=session, agent=agent, research=research)
     conversation.warm_up = asyncio.create_task(_warm_up(gw))
     return conversation

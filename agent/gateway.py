@@ -26,6 +26,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_fixed
 
+from . import metrics
 from .breaker import BreakerOptions, BreakerState, CircuitBreaker, CircuitOpen
 from .contract import (
     TOOL_NAME,
@@ -37,6 +38,7 @@ from .contract import (
     validate_arguments,
     validate_results,
 )
+from .telemetry import ATTR_TOOL_COUNT, record_error, span_connect
 
 logger = logging.getLogger("lexvoz.gateway")
 
@@ -131,12 +133,18 @@ class _Connection:
         self.dead = False
 
     async def open(self) -> None:
-        self._task = asyncio.create_task(self._run(), name="lexvoz-mcp-connection")
-        try:
-            await asyncio.wait_for(asyncio.shield(self._ready), self._opts.connect_timeout_s)
-        except TimeoutError:
-            await self.close()
-            raise GatewayError("timeout", "connecting to the MCP server timed out", transient=True) from None
+        with span_connect(self._opts.url) as span:
+            self._task = asyncio.create_task(self._run(), name="lexvoz-mcp-connection")
+            try:
+                await asyncio.wait_for(asyncio.shield(self._ready), self._opts.connect_timeout_s)
+            except TimeoutError:
+                await self.close()
+                record_error(span, "timeout", True)
+                raise GatewayError("timeout", "connecting to the MCP server timed out", transient=True) from None
+            except GatewayError as exc:
+                record_error(span, exc.kind, exc.transient)
+                raise
+            span.set_attribute(ATTR_TOOL_COUNT, self.tool_count)
 
     async def _run(self) -> None:
         headers = {"Authorization": f"Bearer {self._opts.token}"} if self._opts.token else {}
@@ -204,9 +212,16 @@ class McpGateway:
         self._opts = options
         self._conn: _Connection | None = None
         self._connect_lock = asyncio.Lock()
-        self.breaker = CircuitBreaker(options.breaker, clock=clock, on_state_change=on_breaker_change)
+        self._on_breaker_change = on_breaker_change
+        self.breaker = CircuitBreaker(options.breaker, clock=clock, on_state_change=self._breaker_changed)
         self._connect_limiter = AsyncLimiter(options.connects_per_minute, 60)
         self.connects = 0
+
+    def _breaker_changed(self, state: BreakerState) -> None:
+        metrics.mcp_circuit_breaker_state.set(int(state))
+        logger.info("circuit breaker is now %s", state.name.lower())
+        if self._on_breaker_change is not None:
+            self._on_breaker_change(state)
 
     @property
     def options(self) -> GatewayOptions:
@@ -225,6 +240,7 @@ class McpGateway:
                 await self._conn.close()
                 self._conn = None
             if not self._connect_limiter.has_capacity():
+                metrics.mcp_request_errors_total.labels(kind="rate_limited").inc()
                 raise GatewayError("rate_limited", "too many MCP connection attempts this minute")
             await self._connect_limiter.acquire()
             self.connects += 1
@@ -251,6 +267,7 @@ class McpGateway:
             try:
                 self.breaker.acquire()
             except CircuitOpen:
+                metrics.mcp_request_errors_total.labels(kind="circuit_open").inc()
                 raise GatewayError("circuit_open", "the circuit breaker is open") from None
             attempts = 0
             try:
@@ -262,18 +279,22 @@ class McpGateway:
                 ):
                     with attempt:
                         attempts += 1
-                        structured = await self._call_once(query)
+                        structured = await self._counted_call(query)
                 validated = _validate(structured)
             except GatewayError as exc:
+                if exc.kind == "invalid_result":
+                    metrics.mcp_request_errors_total.labels(kind="invalid_result").inc()
                 if exc.kind != "rate_limited":
                     self.breaker.record_failure()
                 else:
                     self.breaker.release()
+                metrics.mcp_latency_ms.observe((time.perf_counter() - started) * 1000)
                 raise
             except BaseException:
                 self.breaker.release()
                 raise
             self.breaker.record_success()
+            metrics.mcp_latency_ms.observe((time.perf_counter() - started) * 1000)
             return SearchResult(
                 sources=validated.sources,
                 duration_ms=(time.perf_counter() - started) * 1000,
@@ -285,6 +306,17 @@ class McpGateway:
             exc.duration_ms = (time.perf_counter() - started) * 1000
             raise
 
+    async def _counted_call(self, query: str) -> Any:
+        try:
+            result = await self._call_once(query)
+        except GatewayError as exc:
+            if exc.kind in metrics.ERROR_KINDS:
+                metrics.mcp_request_errors_total.labels(kind=exc.kind).inc()
+            if exc.kind == "timeout":
+                metrics.mcp_timeouts_total.inc()
+            raise
+        return result
+
     async def _call_once(self, query: str) -> Any:
         await self.connect()
         conn = self._conn
@@ -293,6 +325,7 @@ class McpGateway:
             raise GatewayError("transport", "the MCP session closed", transient=True)
         probe = _Probe()
         token = _probe.set(probe)
+        metrics.mcp_requests_total.inc()
         try:
             result = await asyncio.wait_for(
                 session.call_tool(TOOL_NAME, {"query": query}, read_timeout_seconds=self._opts.call_timeout_s),

@@ -14,13 +14,14 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, NoReturn, Protocol
 
 from aiolimiter import AsyncLimiter
 
-from .contract import Source
+from .contract import TOOL_NAME, Source
 from .evidence import Completed, Discarded, EvidencePublisher, Failed, Started
 from .gateway import GatewayError, SearchResult
+from .telemetry import record_error, set_outcome, span_tool_call
 from .turns import CallLedger, StaleTurn, TurnCounter
 
 logger = logging.getLogger("lexvoz.research")
@@ -107,23 +108,30 @@ class ResearchSession:
         turn because the user is talking over the agent.
         """
         first = self._calls.claim(call_id)
-        if first is not None:
-            self._notify(ToolEvent(call_id, self.turns.current, _query_of(arguments), "duplicate", 0.0))
-            return await asyncio.shield(first)
         turn = self.turns.current
-        try:
-            output = await self._run_new(call_id, turn, arguments, interrupted)
-        except ToolFailure as exc:
-            self._calls.resolve(call_id, str(exc))
-            raise
-        self._calls.resolve(call_id, output)
-        return output
+        with span_tool_call(TOOL_NAME, turn, _query_of(arguments)) as span:
+            if first is not None:
+                set_outcome(span, "duplicate")
+                self._notify(ToolEvent(call_id, turn, _query_of(arguments), "duplicate", 0.0))
+                return await asyncio.shield(first)
+            try:
+                output, outcome = await self._run_new(call_id, turn, arguments, interrupted)
+            except ToolFailure as exc:
+                set_outcome(span, "failed")
+                record_error(span, exc.reason, recoverable=False)
+                self._calls.resolve(call_id, str(exc))
+                raise
+            set_outcome(span, outcome)
+            self._calls.resolve(call_id, output)
+            return output
 
-    async def _run_new(self, call_id: str, turn: int, arguments: Any, interrupted: asyncio.Future[Any] | None) -> str:
+    async def _run_new(
+        self, call_id: str, turn: int, arguments: Any, interrupted: asyncio.Future[Any] | None
+    ) -> tuple[str, str]:
         query = _query_of(arguments)
         started = time.perf_counter()
         if not self._limiter.has_capacity():
-            return await self._fail(call_id, turn, query, "rate_limited", started)
+            await self._fail(call_id, turn, query, "rate_limited", started)
         await self._limiter.acquire()
         await self._publisher.publish(Started(call_id=call_id, turn=turn, query=query[:2000]))
         watch = asyncio.ensure_future(_forward_interrupt(interrupted, self.turns)) if interrupted else None
@@ -133,14 +141,14 @@ class ResearchSession:
             self.discarded_call_ids.add(call_id)
             await self._publisher.publish(Discarded(call_id=call_id, turn=turn))
             self._notify(ToolEvent(call_id, turn, query, "discarded", _ms(started)))
-            return DISCARDED_OUTPUT
+            return DISCARDED_OUTPUT, "discarded"
         except GatewayError as exc:
             if self.turns.current > turn:  # failed after the user moved on: still stale, never shown
                 self.discarded_call_ids.add(call_id)
                 await self._publisher.publish(Discarded(call_id=call_id, turn=turn))
                 self._notify(ToolEvent(call_id, turn, query, "discarded", _ms(started)))
-                return DISCARDED_OUTPUT
-            return await self._fail(call_id, turn, query, exc.kind, started, exc.duration_ms)
+                return DISCARDED_OUTPUT, "discarded"
+            await self._fail(call_id, turn, query, exc.kind, started, exc.duration_ms)
         finally:
             if watch is not None:
                 watch.cancel()
@@ -148,14 +156,14 @@ class ResearchSession:
             self.discarded_call_ids.add(call_id)
             await self._publisher.publish(Discarded(call_id=call_id, turn=turn))
             self._notify(ToolEvent(call_id, turn, query, "discarded", _ms(started)))
-            return DISCARDED_OUTPUT
+            return DISCARDED_OUTPUT, "discarded"
         await self._publisher.publish(Completed.of(call_id, turn, result.duration_ms, result.sources))
         self._notify(ToolEvent(call_id, turn, query, "completed", result.duration_ms, sources=tuple(result.sources)))
-        return model_output(result.sources)
+        return model_output(result.sources), "completed"
 
     async def _fail(
         self, call_id: str, turn: int, query: str, reason: str, started: float, duration_ms: float | None = None
-    ) -> str:
+    ) -> NoReturn:
         await self._publisher.publish(Failed(call_id=call_id, turn=turn, reason=reason))  # type: ignore[arg-type]
         self._notify(ToolEvent(call_id, turn, query, "failed", duration_ms or _ms(started), reason=reason))
         raise ToolFailure(reason)

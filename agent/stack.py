@@ -39,6 +39,7 @@ class StackOptions:
     api_key: str = DEV_API_KEY
     api_secret: str = DEV_API_SECRET
     standin_args: list[str] = field(default_factory=list)
+    worker_args: list[str] = field(default_factory=list)  # after `start`, e.g. ["--dev"] for tests
     worker_env: dict[str, str] = field(default_factory=dict)
     search_env: dict[str, str] = field(default_factory=dict)
     start_web: bool = True
@@ -159,7 +160,7 @@ class Stack:
 
     def start_worker(self) -> None:
         env = {**self.common_env(), **self.opts.worker_env}
-        child = self._spawn("worker", ["-m", "agent", "start"], env)
+        child = self._spawn("worker", ["-m", "agent", "start", *self.opts.worker_args], env)
         _wait_for_text(child.log, "registered worker", child.proc, timeout=90)
 
     def _spawn(self, name: str, args: list[str], env: dict[str, str]) -> _Child:

@@ -7,13 +7,21 @@ LiveKit, with one line naming the variable.
 from __future__ import annotations
 
 import logging
+import os
 import sys
+import tempfile
+from pathlib import Path
 
 from livekit.agents import AgentServer, JobContext, JobProcess
 from livekit.plugins import silero
 
+from . import metrics
 from .conversation import start_conversation
+from .ledger import EvidenceLedger
+from .observers import ledger_observer
+from .redact import RedactingFilter
 from .settings import Settings, SettingsError, get_settings
+from .telemetry import setup_tracing, shutdown_tracing
 
 logger = logging.getLogger("lexvoz.worker")
 
@@ -26,7 +34,8 @@ def _load_settings() -> Settings:
         raise SystemExit(2) from None
     if not settings.rehearsal and settings.openai_api_key is None:
         print(
-            "lexvoz: missing setting OPENAI_API_KEY (or set LEXVOZ_REHEARSAL=1 for the local stand-in)", file=sys.stderr
+            "lexvoz: missing setting OPENAI_API_KEY (or set LEXVOZ_REHEARSAL=1 for the local stand-in)",
+            file=sys.stderr,
         )
         raise SystemExit(2)
     return settings
@@ -35,9 +44,24 @@ def _load_settings() -> Settings:
 settings = _load_settings()
 
 
+def _multiproc_dir() -> str | None:
+    """Job processes write their metrics here; the worker's /metrics endpoint sums them."""
+    if settings.prometheus_port is None:
+        return None
+    return os.environ.get("PROMETHEUS_MULTIPROC_DIR") or str(Path(tempfile.gettempdir()) / "lexvoz-prometheus")
+
+
+def install_log_redaction() -> None:
+    """Mask personal data in every record any library logs, whatever handler the CLI installed."""
+    for handler in logging.getLogger().handlers:
+        if not any(isinstance(f, RedactingFilter) for f in handler.filters):
+            handler.addFilter(RedactingFilter())
+
+
 def prewarm(proc: JobProcess) -> None:
     """Load Silero once per process; the model ships in the wheel, so this works offline."""
     proc.userdata["vad"] = silero.VAD.load()
+    install_log_redaction()
 
 
 server = AgentServer(
@@ -45,11 +69,29 @@ server = AgentServer(
     api_key=settings.livekit_api_key,
     api_secret=settings.livekit_api_secret.get_secret_value(),
     prometheus_port=settings.prometheus_port,
+    prometheus_multiproc_dir=_multiproc_dir(),
     setup_fnc=prewarm,
 )
 
 
 @server.rtc_session(agent_name=settings.agent_name)
 async def entrypoint(ctx: JobContext) -> None:
+    install_log_redaction()
+    provider = setup_tracing(settings)
+    ledger = EvidenceLedger.from_settings(settings)
+    await ledger.start()
+
+    async def _shutdown(*_: object) -> None:
+        await ledger.close()
+        shutdown_tracing(provider)
+        metrics.release_process_gauges()
+
+    ctx.add_shutdown_callback(_shutdown)
     await ctx.connect()
-    await start_conversation(ctx.room, settings, vad=ctx.proc.userdata.get("vad"))
+    session_id = ctx.job.id
+    await start_conversation(
+        ctx.room,
+        settings,
+        vad=ctx.proc.userdata.get("vad"),
+        observers=[ledger_observer(ledger, room=ctx.room.name, session_id=session_id)],
+    )

@@ -163,26 +163,26 @@ class LegalResearchPolicy:
 def render_sources(output: Any) -> str:
     """The fixed Spanish read-back of a ``search_panama_law`` result.
 
-    The tool's result shape belongs to the product; this accepts the plausible variants (a JSON
-    object with ``sources``/``results``, each a string or an object with a citation-like field)
-    and falls back to a plain statement rather than guessing at content.
+    Lexvoz's tool answers with JSON (``estado`` + ``fuentes``, each source with a ``citation``) and
+    reports failures as plain text; generic variants (``status``/``sources``/``results``) are read
+    too, so the stand-in also serves other tools. Never guesses at content.
     """
     data: Any = output
     if isinstance(output, str):
         try:
             data = json.loads(output)
         except ValueError:
-            return NO_SOURCES_REPLY if output.strip() else FAILED_REPLY
+            return FAILED_REPLY  # a failed tool answers with a plain-text error
     if isinstance(data, list):
         data = {"sources": data}
     if not isinstance(data, dict):
         return NO_SOURCES_REPLY
-    status = str(data.get("status") or "").lower()
-    if status in ("discarded", "cancelled", "canceled", "stale"):
+    status = str(data.get("estado") or data.get("status") or "").lower()
+    if status in ("descartada", "discarded", "cancelled", "canceled", "stale"):
         return DISCARDED_REPLY
     if status in ("failed", "error", "timeout", "unavailable") or data.get("ok") is False or data.get("error"):
         return FAILED_REPLY
-    sources = data.get("sources") if data.get("sources") is not None else data.get("results")
+    sources = next((data[k] for k in ("fuentes", "sources", "results") if data.get(k) is not None), None)
     citations = [c for c in (_citation(s) for s in sources or []) if c]
     if not citations:
         return NO_SOURCES_REPLY

@@ -140,7 +140,12 @@ def test_sources_template() -> None:
     assert render_sources(json.dumps({"sources": []})) == NO_SOURCES_REPLY
     assert render_sources(json.dumps({"status": "failed"})) == FAILED_REPLY
     assert "descartó" in render_sources(json.dumps({"status": "discarded", "sources": SOURCES}))
-    assert render_sources("An internal error occurred") == NO_SOURCES_REPLY
+    assert render_sources("An internal error occurred") == FAILED_REPLY  # failures come back as plain text
+    # Lexvoz's own shape
+    lexvoz = {"estado": "ok", "aviso": "datos citados", "fuentes": [{"citation": "Constitución, art. 7"}]}
+    assert render_sources(json.dumps(lexvoz)) == "Modo de ensayo. Encontré 1 fuente: Constitución, art. 7."
+    assert "descartó" in render_sources(json.dumps({"estado": "descartada", "motivo": "otra pregunta"}))
+    assert render_sources(json.dumps({"estado": "sin_fuentes", "fuentes": []})) == NO_SOURCES_REPLY
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,0 +1,195 @@
+"""The real agent, the real OpenAI Realtime plugin and the real gateway, end to end without LiveKit.
+
+The plugin talks to the local Realtime stand-in through `base_url`; the tool goes through the gateway
+to a real `mcp` SDK server over HTTP; the room is replaced by a participant that records what
+`publish_data` would have sent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import aiohttp
+import pytest
+from livekit.agents import AgentSession
+from livekit.agents.voice.room_io import TextInputEvent
+from livekit.plugins import openai
+from openai.types.realtime import AudioTranscription
+from openai.types.realtime.realtime_audio_input_turn_detection import SemanticVad
+
+from agent.assistant import LexvozAgent, make_text_input_cb
+from agent.evidence import EvidencePublisher
+from agent.gateway import GatewayOptions, McpGateway
+from agent.research import DISCARDED_OUTPUT, ResearchSession
+from realtime_standin import GREETING, RealtimeStandIn
+from tests.mcp_fixture import FakeMcpServer, synthetic_source
+from tests.test_research import RecordingParticipant
+
+
+@pytest.fixture
+async def standin() -> AsyncIterator[RealtimeStandIn]:
+    async with RealtimeStandIn(speed=50.0, ms_per_char=5) as s:
+        yield s
+
+
+@pytest.fixture
+async def http() -> AsyncIterator[aiohttp.ClientSession]:
+    async with aiohttp.ClientSession() as session:
+        yield session
+
+
+@pytest.fixture
+async def mcp() -> AsyncIterator[FakeMcpServer]:
+    srv = FakeMcpServer()
+    srv.behaviour.results = [synthetic_source(1), synthetic_source(2)]
+    async with srv.running():
+        yield srv
+
+
+def realtime_model(standin: RealtimeStandIn, http: aiohttp.ClientSession) -> openai.realtime.RealtimeModel:
+    """Built like the worker builds it (agent.conversation.build_realtime_model), aimed at the stand-in."""
+    return openai.realtime.RealtimeModel(
+        base_url=standin.base_url,
+        api_key="test",
+        model="gpt-realtime",
+        voice="marin",
+        turn_detection=SemanticVad(type="semantic_vad", eagerness="low", interrupt_response=True, create_response=True),
+        input_audio_transcription=AudioTranscription(model="gpt-4o-mini-transcribe", language="es"),
+        http_session=http,
+    )
+
+
+class Rig:
+    def __init__(self, url: str, standin: RealtimeStandIn, http: aiohttp.ClientSession, *, greet: bool) -> None:
+        self.gateway = McpGateway(GatewayOptions(url=url, call_timeout_s=8, connect_timeout_s=2, retry_delay_s=0.01))
+        self.room = RecordingParticipant()
+        self.research = ResearchSession(self.gateway, EvidencePublisher(self.room))
+        self.agent = LexvozAgent(self.research, greet=greet)
+        self.session: AgentSession[Any] = AgentSession(llm=realtime_model(standin, http))
+        self.standin = standin
+
+    async def __aenter__(self) -> Rig:
+        await self.session.start(self.agent)
+        # the plugin sends its tools in the third session.update: only then is a turn answerable
+        await self.standin.wait_for_client_event("session.update", after=2, timeout=10)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.session.aclose()
+        await self.gateway.aclose()
+
+    def types(self) -> list[str]:
+        return [m["type"] for m in self.room.messages]
+
+
+def outputs_on_wire(standin: RealtimeStandIn) -> list[dict[str, Any]]:
+    return [
+        e["item"]
+        for e in standin.client_events("conversation.item.create")
+        if e["item"]["type"] == "function_call_output"
+    ]
+
+
+async def test_user_turn_runs_the_tool_through_the_gateway(
+    standin: RealtimeStandIn, http: aiohttp.ClientSession, mcp: FakeMcpServer
+) -> None:
+    async with Rig(mcp.url, standin, http, greet=False) as rig:
+        await standin.inject_user_turn("¿qué dice la ley sintética sobre pruebas?")
+        output_event = await standin.wait_for_client_event(
+            "conversation.item.create", lambda e: e["item"]["type"] == "function_call_output", timeout=10
+        )
+        call = standin.server_events("response.output_item.done")[0]["item"]
+        assert output_event["item"]["call_id"] == call["call_id"]
+        body = json.loads(output_event["item"]["output"])
+        assert body["estado"] == "ok"
+        assert [s["citation"] for s in body["fuentes"]] == [
+            synthetic_source(1)["citation"],
+            synthetic_source(2)["citation"],
+        ]
+        # a reply was requested for the fresh result
+        await standin.wait_for_client_event("response.create", after=standin.received.index(output_event), timeout=5)
+
+    assert mcp.queries == ["¿qué dice la ley sintética sobre pruebas?"]
+    assert rig.types() == ["started", "completed"]
+    started, completed = rig.room.messages
+    assert started["call_id"] == completed["call_id"] == call["call_id"]
+    assert started["turn"] == completed["turn"] == 1  # the speech_started of the turn advanced the counter
+    assert completed["sources"] == [synthetic_source(1), synthetic_source(2)]
+
+
+async def test_barge_in_during_a_slow_search_discards_it(
+    standin: RealtimeStandIn, http: aiohttp.ClientSession, mcp: FakeMcpServer
+) -> None:
+    mcp.behaviour.delay_s = 5.0
+    async with Rig(mcp.url, standin, http, greet=False) as rig:
+        await standin.inject_user_turn("pregunta lenta")
+        await asyncio.wait_for(mcp.call_started.wait(), 10)
+        creates_before = standin.response_create_count
+        await standin.inject_speech_started()  # the user talks over the running search
+
+        await asyncio.wait_for(mcp.call_cancelled.wait(), 3)  # the MCP server saw the cancellation
+        output_event = await standin.wait_for_client_event(
+            "conversation.item.create", lambda e: e["item"]["type"] == "function_call_output", timeout=5
+        )
+        assert output_event["item"]["output"] == DISCARDED_OUTPUT  # the open call is still answered
+        await asyncio.sleep(1.0)  # time for a (wrong) reply request to show up
+        assert standin.response_create_count == creates_before  # no reply for the stale result
+        assert rig.types() == ["started", "discarded"]
+        assert "completed" not in rig.types()
+
+
+async def test_greeting_works_while_the_mcp_server_is_down(
+    standin: RealtimeStandIn, http: aiohttp.ClientSession
+) -> None:
+    dead = FakeMcpServer()  # never started: connection refused
+    async with Rig(dead.url, standin, http, greet=True) as rig:
+        done = await standin.wait_for_server_event("response.output_audio_transcript.done", timeout=10)
+        assert done["transcript"] == GREETING
+        response = await standin.wait_for_server_event("response.done", timeout=10)
+        assert response["response"]["status"] == "completed"
+    assert rig.room.messages == []
+
+
+async def test_typed_chat_is_a_new_turn_and_is_researched(
+    standin: RealtimeStandIn, http: aiohttp.ClientSession, mcp: FakeMcpServer
+) -> None:
+    async with Rig(mcp.url, standin, http, greet=False) as rig:
+        callback = make_text_input_cb(rig.research)
+        await callback(rig.session, TextInputEvent(text="pregunta escrita"))
+        await standin.wait_for_client_event(
+            "conversation.item.create", lambda e: e["item"]["type"] == "function_call_output", timeout=10
+        )
+        for _ in range(50):
+            if rig.types() == ["started", "completed"]:
+                break
+            await asyncio.sleep(0.05)
+    assert rig.research.turns.current == 1
+    assert rig.types() == ["started", "completed"]
+    assert rig.room.messages[0]["query"] == "pregunta escrita"
+
+
+async def test_repeated_call_id_runs_one_search(
+    standin: RealtimeStandIn, http: aiohttp.ClientSession, mcp: FakeMcpServer
+) -> None:
+    async with Rig(mcp.url, standin, http, greet=False) as rig:
+        standin.script_function_call(call_id="call_repeated", arguments={"query": "uno"})
+        await standin.inject_user_turn("uno")
+        first = await standin.wait_for_client_event(
+            "conversation.item.create", lambda e: e["item"]["type"] == "function_call_output", timeout=10
+        )
+        await standin.wait_for_server_event("response.done", after=len(standin.sent), timeout=10)
+        standin.script_function_call(call_id="call_repeated", arguments={"query": "uno"})
+        await standin.inject_user_turn("uno otra vez")
+        second = await standin.wait_for_client_event(
+            "conversation.item.create",
+            lambda e: e["item"]["type"] == "function_call_output",
+            after=standin.received.index(first) + 1,
+            timeout=10,
+        )
+    assert second["item"]["output"] == first["item"]["output"]
+    assert mcp.tool_calls_started == 1
+    assert rig.types() == ["started", "completed"]
+    assert len(outputs_on_wire(standin)) == 2
