@@ -189,3 +189,21 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def main() -> None:
+    """`python -m tests.mcp_fixture PORT`: serve the default behaviour until killed (for benchmarks)."""
+    import sys
+
+    async def _serve() -> None:
+        srv = FakeMcpServer()
+        srv.port = int(sys.argv[1])
+        await srv.start()
+        print("ready", flush=True)
+        await asyncio.Event().wait()
+
+    asyncio.run(_serve())
+
+
+if __name__ == "__main__":
+    main()
