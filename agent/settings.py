@@ -64,6 +64,20 @@ class Settings(BaseSettings):
     token_requests_per_minute: int = Field(default=10, ge=1, le=1000, alias="LEXVOZ_TOKEN_REQUESTS_PER_MINUTE")
     rehearsal: bool = Field(default=False, alias="LEXVOZ_REHEARSAL")
 
+    @field_validator(
+        "openai_api_key",
+        "openai_base_url",
+        "mcp_token",
+        "prometheus_port",
+        "otlp_endpoint",
+        "public_livekit_url",
+        mode="before",
+    )
+    @classmethod
+    def _empty_is_unset(cls, v: object) -> object:
+        """`KEY=` in a .env file means "not set", not "set to nothing"."""
+        return None if isinstance(v, str) and not v.strip() else v
+
     @field_validator("livekit_url", "public_livekit_url")
     @classmethod
     def _ws_scheme(cls, v: str | None) -> str | None:

@@ -1,0 +1,89 @@
+"""One typed settings object: bad values fail at start with one line naming the variable."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from agent.settings import Settings, SettingsError, get_settings
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(autouse=True)
+def _fresh(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.chdir(tmp_path)  # no stray .env
+    get_settings.cache_clear()
+    yield
+    get_settings.cache_clear()
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [
+        ("LEXVOZ_MCP_TIMEOUT_S", "-1"),
+        ("LEXVOZ_MCP_URL", "not a url"),
+        ("LIVEKIT_URL", "ftp://x"),
+        ("LEXVOZ_TOKEN_TTL_S", "3600"),
+        ("LEXVOZ_SEARCHES_PER_MINUTE", "zero"),
+    ],
+)
+def test_invalid_value_names_the_variable(monkeypatch: pytest.MonkeyPatch, variable: str, value: str) -> None:
+    monkeypatch.setenv(variable, value)
+    with pytest.raises(SettingsError) as info:
+        get_settings()
+    message = str(info.value)
+    assert variable in message and "\n" not in message
+
+
+def test_secrets_never_show_in_repr(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-very-secret")
+    monkeypatch.setenv("LEXVOZ_MCP_TOKEN", "mcp-very-secret")
+    monkeypatch.setenv("LIVEKIT_API_SECRET", "lk-very-secret-0123456789abcdef0123")
+    s = get_settings()
+    text = repr(s) + str(s) + s.model_dump_json()
+    assert "very-secret" not in text
+    assert s.openai_api_key is not None and s.openai_api_key.get_secret_value() == "sk-very-secret"
+
+
+def test_empty_values_mean_unset(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "")
+    monkeypatch.setenv("LEXVOZ_MCP_TOKEN", " ")
+    s = Settings()
+    assert s.openai_api_key is None and s.mcp_token is None
+
+
+def test_defaults_match_the_documented_ones() -> None:
+    s = Settings()
+    assert (s.realtime_model, s.voice, s.agent_name) == ("gpt-realtime", "marin", "lexvoz")
+    assert str(s.mcp_url) == "http://127.0.0.1:8765/mcp"
+    assert s.mcp_call_timeout_s == 8.0
+
+
+def _import_worker(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "LEXVOZ_", "LIVEKIT_"))}
+    return subprocess.run(
+        [sys.executable, "-c", "import agent.worker"],
+        cwd=ROOT,
+        env={**clean, **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_worker_without_openai_key_fails_at_start_with_one_line() -> None:
+    proc = _import_worker({})
+    assert proc.returncode == 2
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert lines == [lines[-1]] and "OPENAI_API_KEY" in lines[-1]
+
+
+def test_worker_with_a_bad_setting_fails_naming_it() -> None:
+    proc = _import_worker({"OPENAI_API_KEY": "x", "LEXVOZ_BREAKER_FAILURES": "0"})
+    assert proc.returncode == 2
+    assert "LEXVOZ_BREAKER_FAILURES" in proc.stderr.strip().splitlines()[-1]
