@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from typing import Any
 
-from livekit.agents import Agent, AgentSession, RunContext, ToolError, function_tool
+from livekit.agents import Agent, AgentSession, RunContext, ToolError, function_tool, llm
 from livekit.agents.voice.events import FunctionToolsExecutedEvent
 from livekit.agents.voice.room_io import TextInputEvent
 
@@ -44,6 +45,10 @@ TOOL_DESCRIPTION = (
 
 _RAW_SCHEMA: dict[str, Any] = {"name": TOOL_NAME, "description": TOOL_DESCRIPTION, "parameters": INPUT_SCHEMA}
 
+# How long a call that was open when the user started a new turn may take to reach the tool before it
+# counts as dropped by the framework (it drops calls whose turn is interrupted before it begins).
+DROPPED_CALL_GRACE_S = 1.0
+
 
 class LexvozAgent(Agent):
     """Speaks through the realtime model; researches only through its ResearchSession."""
@@ -52,6 +57,7 @@ class LexvozAgent(Agent):
         super().__init__(instructions=INSTRUCTIONS)
         self.research = research
         self._greet = greet
+        self._background: set[asyncio.Task[None]] = set()
 
     async def on_enter(self) -> None:
         try:
@@ -65,7 +71,44 @@ class LexvozAgent(Agent):
             self.session.generate_reply(instructions=GREETING)
 
     def _on_speech_started(self, _ev: Any) -> None:
+        self.on_new_user_turn()
+
+    def on_new_user_turn(self) -> None:
+        """Advance the guard, and make sure no call of the superseded turn stays unanswered."""
         self.research.new_user_turn()
+        open_calls = self._unanswered_calls()
+        if open_calls:
+            task = asyncio.create_task(self._answer_dropped_calls(open_calls))
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
+
+    def _unanswered_calls(self) -> list[llm.FunctionCall]:
+        try:
+            items = self.realtime_llm_session.chat_ctx.items
+        except RuntimeError:
+            return []
+        answered = {i.call_id for i in items if isinstance(i, llm.FunctionCallOutput)}
+        return [i for i in items if isinstance(i, llm.FunctionCall) and i.call_id not in answered]
+
+    async def _answer_dropped_calls(self, calls: list[llm.FunctionCall]) -> None:
+        """livekit-agents drops a call whose turn is interrupted before it begins, leaving it open on the
+        model's side; answer such calls as discarded (no reply) once they clearly never reached the tool."""
+        await asyncio.sleep(DROPPED_CALL_GRACE_S)
+        still_open = {c.call_id for c in self._unanswered_calls()}
+        dropped = [c for c in calls if c.call_id in still_open and not self.research.knows(c.call_id)]
+        if not dropped:
+            return
+        rt = self.realtime_llm_session
+        chat_ctx = rt.chat_ctx.copy()
+        for call in dropped:
+            output = self.research.record_dropped(call.call_id, _arguments(call))
+            chat_ctx.items.append(
+                llm.FunctionCallOutput(call_id=call.call_id, name=call.name, output=output, is_error=False)
+            )
+        try:
+            await rt.update_chat_ctx(chat_ctx)
+        except llm.RealtimeError as exc:
+            logger.warning("could not answer %d dropped call(s): %s", len(dropped), type(exc).__name__)
 
     def _on_tools_executed(self, ev: FunctionToolsExecutedEvent) -> None:
         # A discarded search answers its call (the model keeps calls open) but must not start a reply.
@@ -88,11 +131,18 @@ class LexvozAgent(Agent):
             never.cancel()
 
 
-def make_text_input_cb(research: ResearchSession) -> Any:
+def _arguments(call: llm.FunctionCall) -> Any:
+    try:
+        return json.loads(call.arguments)
+    except ValueError:
+        return {}
+
+
+def make_text_input_cb(agent: LexvozAgent) -> Any:
     """Typed `lk.chat` input is a new user turn too: advance the guard, then do what the framework does."""
 
     async def _cb(session: AgentSession, ev: TextInputEvent) -> None:
-        research.new_user_turn()
+        agent.on_new_user_turn()
         async with session._claim_user_turn():
             await session.interrupt()
             session.generate_reply(user_input=ev.text)

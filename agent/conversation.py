@@ -108,7 +108,7 @@ async def start_conversation(
     await session.start(
         agent=agent,
         room=room,
-        room_options=RoomOptions(text_input=TextInputOptions(text_input_cb=make_text_input_cb(research))),
+        room_options=RoomOptions(text_input=TextInputOptions(text_input_cb=make_text_input_cb(agent))),
     )
     metrics.sessions_active.inc()
     session.on("close", lambda _ev: metrics.sessions_active.dec())

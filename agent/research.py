@@ -98,6 +98,18 @@ class ResearchSession:
     def new_user_turn(self) -> int:
         return self.turns.advance()
 
+    def knows(self, call_id: str) -> bool:
+        """True once a call id has reached the tool (running, answered, or answered as dropped)."""
+        return call_id in self._calls
+
+    def record_dropped(self, call_id: str, arguments: Any) -> str:
+        """A call the framework never ran (the user spoke before the agent's turn): answer it as discarded."""
+        self._calls.claim(call_id)
+        self._calls.resolve(call_id, DISCARDED_OUTPUT)
+        self.discarded_call_ids.add(call_id)
+        self._notify(ToolEvent(call_id, self.turns.current, _query_of(arguments), "discarded", 0.0))
+        return DISCARDED_OUTPUT
+
     def add_observer(self, observer: Callable[[ToolEvent], None]) -> None:
         self._observers.append(observer)
 

@@ -102,3 +102,6 @@ class CallLedger:
 
     def __len__(self) -> int:
         return len(self._entries)
+
+    def __contains__(self, call_id: object) -> bool:
+        return call_id in self._entries

@@ -157,7 +157,7 @@ async def test_typed_chat_is_a_new_turn_and_is_researched(
     standin: RealtimeStandIn, http: aiohttp.ClientSession, mcp: FakeMcpServer
 ) -> None:
     async with Rig(mcp.url, standin, http, greet=False) as rig:
-        callback = make_text_input_cb(rig.research)
+        callback = make_text_input_cb(rig.agent)
         await callback(rig.session, TextInputEvent(text="pregunta escrita"))
         await standin.wait_for_client_event(
             "conversation.item.create", lambda e: e["item"]["type"] == "function_call_output", timeout=10
@@ -193,3 +193,27 @@ async def test_repeated_call_id_runs_one_search(
     assert mcp.tool_calls_started == 1
     assert rig.types() == ["started", "completed"]
     assert len(outputs_on_wire(standin)) == 2
+
+
+async def test_a_call_dropped_by_the_framework_is_still_answered(
+    standin: RealtimeStandIn, http: aiohttp.ClientSession, mcp: FakeMcpServer
+) -> None:
+    """The user speaks after the call arrives but before the agent's turn begins: livekit-agents never
+    runs the tool; the guard answers the open call as discarded, without a reply and without a search."""
+    async with Rig(mcp.url, standin, http, greet=False) as rig:
+        await standin.inject_user_turn("pregunta interrumpida")
+        call = await standin.wait_for_server_event(
+            "response.output_item.done", lambda e: e["item"]["type"] == "function_call", timeout=10
+        )
+        creates_before = standin.response_create_count
+        await standin.inject_speech_started()
+        output_event = await standin.wait_for_client_event(
+            "conversation.item.create", lambda e: e["item"]["type"] == "function_call_output", timeout=5
+        )
+        assert output_event["item"]["call_id"] == call["item"]["call_id"]
+        assert output_event["item"]["output"] == DISCARDED_OUTPUT
+        await asyncio.sleep(0.5)
+        assert standin.response_create_count == creates_before
+    assert mcp.tool_calls_started == 0
+    assert rig.room.messages == []
+    assert call["item"]["call_id"] in rig.research.discarded_call_ids
