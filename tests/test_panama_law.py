@@ -349,3 +349,12 @@ def test_clear_questions_find_their_article_in_top_3(searcher: Searcher, questio
 
 def test_out_of_scope_question_gets_no_source(searcher: Searcher) -> None:
     assert searcher.search("cuál es la mejor receta de sancocho con ñame") == []
+
+
+def test_every_lexicon_expansion_term_occurs_in_the_constitution(searcher: Searcher) -> None:
+    """An expansion the text never uses adds nothing but noise (and false evidence to the abstain rule)."""
+    from panama_law.lexicon import formal_terms
+    from panama_law.text import STOPWORDS, stem
+
+    missing = sorted(w for w in formal_terms() if w not in STOPWORDS and not searcher.article_bm25.known(stem(w)))
+    assert missing == []
