@@ -7,7 +7,7 @@ the gateway, the `mcp-check` command and the tests all read one definition.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal, get_args
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -20,6 +20,20 @@ MAX_CITATION_CHARS = 1_000
 MAX_EXCERPT_CHARS = 750
 MAX_URL_CHARS = 2_000
 MAX_META_CHARS = 200
+
+FailureReason = Literal[
+    "timeout",
+    "transport",
+    "auth",
+    "tool_error",
+    "invalid_result",
+    "circuit_open",
+    "rate_limited",
+    "invalid_arguments",
+    "contract",
+]
+"""Why a search produced no evidence: shared by the gateway, the room messages, the metrics and the ledger."""
+FAILURE_REASONS: tuple[str, ...] = get_args(FailureReason)
 
 INPUT_SCHEMA: dict[str, Any] = {
     "type": "object",

@@ -12,24 +12,14 @@ from typing import Annotated, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .contract import Source
+from .contract import FailureReason, Source
 
 logger = logging.getLogger("lexvoz.evidence")
 
 TOPIC = "lexvoz.research"
 MAX_PACKET_BYTES = 14_000
 
-ReasonCode = Literal[
-    "timeout",
-    "transport",
-    "auth",
-    "tool_error",
-    "invalid_result",
-    "circuit_open",
-    "rate_limited",
-    "invalid_arguments",
-    "contract",
-]
+ReasonCode = FailureReason
 
 
 class _Message(BaseModel):

@@ -29,6 +29,7 @@ from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait
 from . import metrics
 from .breaker import BreakerOptions, BreakerState, CircuitBreaker, CircuitOpen
 from .contract import (
+    FAILURE_REASONS,
     TOOL_NAME,
     ArgumentError,
     ContractViolation,
@@ -42,17 +43,7 @@ from .telemetry import ATTR_TOOL_COUNT, record_error, span_connect
 
 logger = logging.getLogger("lexvoz.gateway")
 
-ERROR_KINDS = (
-    "timeout",
-    "transport",
-    "auth",
-    "tool_error",
-    "invalid_result",
-    "circuit_open",
-    "rate_limited",
-    "invalid_arguments",
-    "contract",
-)
+ERROR_KINDS = FAILURE_REASONS
 
 
 class GatewayError(Exception):

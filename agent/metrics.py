@@ -21,6 +21,8 @@ from pathlib import Path
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 from prometheus_client import multiprocess as _mp
 
+from .contract import FAILURE_REASONS
+
 __all__ = [
     "BREAKER_CLOSED",
     "BREAKER_HALF_OPEN",
@@ -44,15 +46,9 @@ __all__ = [
 
 logger = logging.getLogger("lexvoz.metrics")
 
-ERROR_KINDS: tuple[str, ...] = (
-    "timeout",
-    "transport",
-    "auth",
-    "tool_error",
-    "invalid_result",
-    "circuit_open",
-    "rate_limited",
-)
+# The kinds the issue names for `voice_mcp_request_errors_total`: faults of a request to the server (or
+# refused before one: breaker, rate limit). Argument and contract refusals are counted as tool-call outcomes.
+ERROR_KINDS: tuple[str, ...] = tuple(k for k in FAILURE_REASONS if k not in ("invalid_arguments", "contract"))
 TOOL_OUTCOMES: tuple[str, ...] = ("completed", "failed", "discarded", "duplicate")
 KNOWN_TOOLS: tuple[str, ...] = ("search_panama_law",)
 
