@@ -195,6 +195,10 @@ class RedactingFilter(logging.Filter):
             message = str(record.msg)
         record.msg = redact(message)
         record.args = None
+        # livekit-agents tags raw conversation content (tool arguments, transcripts) as `lk.pii.*` extras,
+        # which structured formatters would print verbatim: drop them whole.
+        for key in [k for k in vars(record) if k.startswith("lk.pii")]:
+            delattr(record, key)
         if record.exc_info and not record.exc_text:
             record.exc_text = logging.Formatter().formatException(record.exc_info)
         if record.exc_text:

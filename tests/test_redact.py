@@ -127,3 +127,12 @@ def test_redacting_filter_survives_bad_format() -> None:
     record = logging.LogRecord("x", logging.INFO, __file__, 1, "value %d", ("not-a-number",), None)
     assert RedactingFilter().filter(record) is True
     assert record.args is None
+
+
+def test_redacting_filter_drops_livekit_pii_extras() -> None:
+    record = logging.LogRecord("livekit.agents", logging.WARNING, __file__, 1, "repaired arguments", None, None)
+    record.__dict__["lk.pii.raw_arguments"] = '{"query": "me botaron embarazada"}'
+    record.__dict__["function"] = "search_panama_law"
+    assert RedactingFilter().filter(record)
+    assert "lk.pii.raw_arguments" not in vars(record)
+    assert record.__dict__["function"] == "search_panama_law"
