@@ -85,7 +85,9 @@ def main() -> int:
         started = time.perf_counter()
         subprocess.run(
             [sys.executable, "-m", "panama_law", "import", str(args.source), "--data-dir", data_dir],
-            check=True, cwd=ROOT, capture_output=True,
+            check=True,
+            cwd=ROOT,
+            capture_output=True,
         )
         build_s = time.perf_counter() - started
 
@@ -93,7 +95,10 @@ def main() -> int:
         env = {**os.environ, "PANAMA_LAW_LOG_LEVEL": "warning"}
         proc = subprocess.Popen(
             [sys.executable, "-m", "panama_law", "serve", "--port", str(port), "--data-dir", data_dir],
-            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
         )
         try:
             ready_started = time.perf_counter()

@@ -100,9 +100,7 @@ def main(argv: list[str] | None = None) -> int:
 
     imp = sub.add_parser("import", help="build the index from a local copy of the Constitution JSON")
     imp.add_argument("path", type=Path)
-    imp.add_argument(
-        "--no-checksum", action="store_true", help="accept a file that differs from the pinned sha256"
-    )
+    imp.add_argument("--no-checksum", action="store_true", help="accept a file that differs from the pinned sha256")
     data_dir_flag(imp)
 
     ev = sub.add_parser("eval", help="retrieval metrics for a JSONL file of {question, gold}")

@@ -60,18 +60,35 @@ def evaluate(searcher: Searcher, items: list[EvalItem], *, details: bool = False
         rank = next((r for r, n in enumerate(ranked, 1) if n in item.gold), None)
         rr_sum += 1.0 / rank if rank else 0.0
         if details:
-            rows.append({"id": item.id, "kind": item.kind, "gold": sorted(item.gold), "top": ranked[:5],
-                         "rank": rank, "dense_max": round(sig.dense_max, 3), "lex_max": round(sig.lex_max, 2),
-                         "evidence": round(sig.evidence(searcher.config.abstain_lex_coef), 3)})
+            rows.append(
+                {
+                    "id": item.id,
+                    "kind": item.kind,
+                    "gold": sorted(item.gold),
+                    "top": ranked[:5],
+                    "rank": rank,
+                    "dense_max": round(sig.dense_max, 3),
+                    "lex_max": round(sig.lex_max, 2),
+                    "evidence": round(sig.evidence(searcher.config.abstain_lex_coef), 3),
+                }
+            )
     abstained_out = 0
     for item in out_scope:
         sig, *_ = searcher.signals(item.question)
         abstain = searcher.abstains(sig) or not sig.ranked
         abstained_out += int(abstain)
         if details:
-            rows.append({"id": item.id, "kind": item.kind, "gold": [], "abstained": abstain,
-                         "dense_max": round(sig.dense_max, 3), "lex_max": round(sig.lex_max, 2),
-                         "evidence": round(sig.evidence(searcher.config.abstain_lex_coef), 3)})
+            rows.append(
+                {
+                    "id": item.id,
+                    "kind": item.kind,
+                    "gold": [],
+                    "abstained": abstain,
+                    "dense_max": round(sig.dense_max, 3),
+                    "lex_max": round(sig.lex_max, 2),
+                    "evidence": round(sig.evidence(searcher.config.abstain_lex_coef), 3),
+                }
+            )
     report: dict[str, Any] = {
         "recall_at_3": round(hits3 / len(in_scope), 4) if in_scope else None,
         "mrr_at_10": round(rr_sum / len(in_scope), 4) if in_scope else None,

@@ -49,8 +49,15 @@ def words(text: str) -> list[str]:
     return _TOKEN.findall(fold(text))
 
 
-_SOUNDS = ((re.compile(r"v"), "b"), (re.compile(r"z"), "s"), (re.compile(r"c(?=[ei])"), "s"),
-           (re.compile(r"ll"), "y"), (re.compile(r"^h"), ""), (re.compile(r"qu(?=[ei])"), "k"), (re.compile(r"ñ"), "n"))
+_SOUNDS = (
+    (re.compile(r"v"), "b"),
+    (re.compile(r"z"), "s"),
+    (re.compile(r"c(?=[ei])"), "s"),
+    (re.compile(r"ll"), "y"),
+    (re.compile(r"^h"), ""),
+    (re.compile(r"qu(?=[ei])"), "k"),
+    (re.compile(r"ñ"), "n"),
+)
 
 
 def sound_fold(term: str) -> str:

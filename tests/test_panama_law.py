@@ -201,9 +201,7 @@ def test_download_with_good_checksum_builds_index(tmp_path: Path, synthetic_http
     assert hits and hits[0].article.number == 3
 
 
-def test_download_with_bad_checksum_or_http_error_is_refused(
-    tmp_path: Path, synthetic_http: tuple[str, bytes]
-) -> None:
+def test_download_with_bad_checksum_or_http_error_is_refused(tmp_path: Path, synthetic_http: tuple[str, bytes]) -> None:
     base, _ = synthetic_http
     with pytest.raises(CorpusError, match="checksum mismatch"):
         download_and_build(f"{base}/ley_sintetica.json", tmp_path, "0" * 64)
