@@ -82,7 +82,11 @@ def start(
         proc = subprocess.Popen(
             args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, start_new_session=True
         )
-    wait_http(f"http://127.0.0.1:{port}/", proc, timeout=30)
+    try:
+        wait_http(f"http://127.0.0.1:{port}/", proc, timeout=30)
+    finally:
+        if config != CONFIG:
+            config.unlink(missing_ok=True)  # read at start; nothing to leave behind in the temp dir
     return proc
 
 

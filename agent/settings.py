@@ -47,6 +47,11 @@ class Settings(BaseSettings):
     breaker_failure_threshold: int = Field(default=3, ge=1, le=100, alias="LEXVOZ_BREAKER_FAILURES")
     breaker_reset_s: float = Field(default=30.0, gt=0, le=3600, alias="LEXVOZ_BREAKER_RESET_S")
 
+    # Worker process
+    max_jobs: int = Field(default=8, ge=1, le=1000, alias="LEXVOZ_MAX_JOBS")
+    worker_host: str = Field(default="127.0.0.1", alias="LEXVOZ_WORKER_HOST")
+    worker_port: int = Field(default=8081, ge=0, le=65535, alias="LEXVOZ_WORKER_PORT")
+
     # Limits
     searches_per_minute: int = Field(default=20, ge=1, le=10_000, alias="LEXVOZ_SEARCHES_PER_MINUTE")
     mcp_connects_per_minute: int = Field(default=10, ge=1, le=10_000, alias="LEXVOZ_MCP_CONNECTS_PER_MINUTE")

@@ -91,6 +91,7 @@ class Stack:
             "LEXVOZ_MCP_URL": self.mcp_url,
             "LEXVOZ_MCP_TOKEN": self.mcp_token,
             "LEXVOZ_WEB_PORT": str(self.opts.web_port),
+            "LEXVOZ_WORKER_PORT": "0",  # the worker's health server: any free loopback port
             "LEXVOZ_REHEARSAL": "1" if self.rehearsal else "0",
             "PYTHONUNBUFFERED": "1",
         }

@@ -64,6 +64,20 @@ def prewarm(proc: JobProcess) -> None:
     install_log_redaction()
 
 
+def job_load(server: AgentServer) -> float:
+    """Load as the share of job slots in use.
+
+    The default reports the whole machine's CPU, so on a small host that also runs livekit-server and the
+    search server, LiveKit refuses to dispatch at 70% CPU and the room never gets its agent. A realtime
+    conversation costs this process little (the model runs remotely), so capacity is counted in jobs.
+    """
+    try:
+        running = len(server.active_jobs)
+    except AttributeError:  # asked before the process pool exists
+        running = 0
+    return min(1.0, running / settings.max_jobs)
+
+
 server = AgentServer(
     ws_url=settings.livekit_url,
     api_key=settings.livekit_api_key,
@@ -71,6 +85,9 @@ server = AgentServer(
     prometheus_port=settings.prometheus_port,
     prometheus_multiproc_dir=_multiproc_dir(),
     setup_fnc=prewarm,
+    load_fnc=job_load,
+    host=settings.worker_host,
+    port=settings.worker_port,
 )
 
 

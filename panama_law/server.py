@@ -12,6 +12,7 @@ import hashlib
 import hmac
 import json
 import logging
+import os
 import threading
 import time
 from collections.abc import AsyncIterator, Callable
@@ -36,6 +37,17 @@ from .search import Searcher
 from .settings import MCP_PATH
 
 log = logging.getLogger(__name__)
+
+# Test-only: milliseconds every tools/call waits before searching, so end-to-end tests can barge in on a
+# search that is still running. Unset (or 0) in any real deployment.
+TEST_DELAY_ENV = "PANAMA_LAW_TEST_DELAY_MS"
+
+
+def _test_delay_s() -> float:
+    try:
+        return max(0.0, float(os.environ.get(TEST_DELAY_ENV, "0") or 0) / 1000)
+    except ValueError:
+        return 0.0
 
 
 def query_fingerprint(query: str) -> str:
@@ -75,6 +87,7 @@ def build_mcp_server(state: ServerState) -> Server[Any]:
         output_schema=OUTPUT_SCHEMA,
         annotations=types.ToolAnnotations(read_only_hint=True, open_world_hint=False, idempotent_hint=True),
     )
+    delay_s = _test_delay_s()
 
     async def on_list_tools(
         ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
@@ -94,7 +107,15 @@ def build_mcp_server(state: ServerState) -> Server[Any]:
             return _error("the index is not loaded yet; try again shortly")
         started = time.perf_counter()
         try:
+            if delay_s:
+                await anyio.sleep(delay_s)
+            # On the event loop on purpose: a search is a few milliseconds of numpy work, and handing it to a
+            # thread measured far worse (GIL hand-offs put p90 over 200 ms on two cores).
             hits = searcher.search(query)
+        except anyio.get_cancelled_exc_class():
+            # The client gave up (notifications/cancelled); no query text here, only that it happened.
+            log.info("tool call cancelled")
+            raise
         except Exception:
             log.exception("search failed for query %s", query_fingerprint(query))
             return _error("internal error while searching")
@@ -156,8 +177,11 @@ def build_app(
         if loopback
         else TransportSecuritySettings(enable_dns_rebinding_protection=False)
     )
+    # Stateful sessions: a client's `notifications/cancelled` must reach the session running its call, or a
+    # search the user has talked over runs to the end for nothing. (Stateless mode answers the notice in a
+    # fresh session that knows nothing of the call.)
     manager = StreamableHTTPSessionManager(
-        app=build_mcp_server(state), json_response=True, stateless=True, security_settings=security
+        app=build_mcp_server(state), json_response=True, stateless=False, security_settings=security
     )
 
     mcp_endpoint = StreamableHTTPASGIApp(manager)  # an instance, so Starlette routes raw ASGI to it

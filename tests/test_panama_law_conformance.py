@@ -6,11 +6,27 @@ treats it exactly as it would treat LexLatam's.
 
 from __future__ import annotations
 
+import asyncio
+import logging
+import threading
+from pathlib import Path
+
 import pytest
+import uvicorn
 
 from agent.gateway import GatewayError, GatewayOptions, McpGateway
 from agent.mcp_check import check
-from tests.test_panama_law import TOKEN, built_dir, constitution_bytes, searcher, server_url  # noqa: F401
+from panama_law import index
+from panama_law.search import Searcher
+from panama_law.server import ServerState, build_app
+from tests.test_panama_law import (  # noqa: F401 - fixtures
+    TOKEN,
+    _free_port,
+    built_dir,
+    constitution_bytes,
+    searcher,
+    server_url,
+)
 
 QUESTION = "cual es el idioma oficial de la republica"
 
@@ -44,3 +60,43 @@ async def test_gateway_without_the_token_is_refused_as_auth(server_url: str) -> 
     finally:
         await gw.aclose()
     assert info.value.kind == "auth"
+
+
+async def test_cancelled_call_is_cancelled_on_the_server(
+    built_dir: Path,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The gateway's cancel (a new user turn) must stop the server's work, not just the client's wait."""
+    monkeypatch.setenv("PANAMA_LAW_TEST_DELAY_MS", "3000")
+    state = ServerState()
+    state.set(Searcher(index.load(built_dir)))
+    port = _free_port()
+    server = uvicorn.Server(
+        uvicorn.Config(build_app(state, token=TOKEN), host="127.0.0.1", port=port, log_level="warning")
+    )
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    for _ in range(500):
+        if server.started:
+            break
+        await asyncio.sleep(0.02)
+    gw = McpGateway(GatewayOptions(url=f"http://127.0.0.1:{port}/mcp", token=TOKEN))
+    try:
+        with caplog.at_level(logging.INFO, logger="panama_law.server"):
+            await gw.connect()
+            task = asyncio.create_task(gw.search({"query": QUESTION}))
+            await asyncio.sleep(0.5)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            for _ in range(100):
+                if "tool call cancelled" in caplog.text:
+                    break
+                await asyncio.sleep(0.02)
+        assert "tool call cancelled" in caplog.text
+        assert "results in" not in caplog.text  # the search never ran to the end
+    finally:
+        await gw.aclose()
+        server.should_exit = True
+        thread.join(timeout=10)

@@ -1,0 +1,218 @@
+"""One real Lexvoz stack per test module, on ports no local `make run` uses.
+
+Why one stack for a module's tests: starting livekit-server, the search server (index load and embedding
+warm-up), the stand-in, the token service and the worker costs tens of seconds on a small machine,
+while every test gets its own room (and so its own agent job and Realtime connection) anyway.
+
+What differs from `make run`, and why:
+- the worker runs with `--dev`: a production worker binds its health port 8081 on every interface,
+  which collides with a running local stack, and refuses jobs above 70 % CPU, which a 2-core machine
+  reaches while the tests run;
+- the search server waits `SEARCH_DELAY_MS` before every search (test-only knob), long enough to
+  barge in on a running search;
+- the stand-in paces its speech faster and turns every audio turn into `QUESTION`, so what a test
+  says does not depend on which test spoke first.
+
+The search index is built from `../shared/data/constitucion_panama.json` (beside the repository) in
+the session's temporary data directory; a copy is kept in pytest's cache, keyed by the source and the
+search code, so later runs skip the ~30 s build.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import socket
+from collections.abc import Generator, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import aiohttp
+import pytest
+
+from agent import livekit_server
+from agent.stack import Stack, StackOptions
+from panama_law import index as law_index
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+CONSTITUTION = REPO_ROOT.parent / "shared" / "data" / "constitucion_panama.json"
+
+QUESTION = "¿Cuál es el idioma oficial de Panamá?"
+SEARCH_DELAY_MS = 2500
+STANDIN_SPEED = 8.0
+LOG_TAIL_LINES = 40
+
+STACK_KEY = pytest.StashKey["E2EStack"]()
+
+
+@dataclass(frozen=True)
+class E2EStack:
+    """The running stack plus what the tests need to know about how it was configured."""
+
+    stack: Stack
+    question: str
+    search_delay_ms: int
+
+    @property
+    def log_dir(self) -> Path:
+        return self.stack.opts.log_dir
+
+    @property
+    def search_log(self) -> Path:
+        return self.log_dir / "search.log"
+
+    async def new_session(self) -> dict[str, str]:
+        """What the page does: ask the token service for a room, an identity and a token.
+
+        The token carries an explicit dispatch of the agent by name, so joining the room is what
+        brings the agent in.
+        """
+        url = f"{self.stack.web_url}api/session"
+        async with aiohttp.ClientSession() as http, http.post(url, timeout=aiohttp.ClientTimeout(total=10)) as resp:
+            assert resp.status == 200, f"POST /api/session answered {resp.status}: {await resp.text()}"
+            body = await resp.json()
+        assert set(body) >= {"url", "token", "room", "identity"}, body
+        return {k: str(body[k]) for k in ("url", "token", "room", "identity")}
+
+    def log_tails(self) -> str:
+        return log_tails(self.log_dir)
+
+
+def log_tails(log_dir: Path, lines: int = LOG_TAIL_LINES) -> str:
+    parts: list[str] = []
+    for path in sorted(log_dir.glob("*.log")):
+        try:
+            tail = path.read_text(errors="replace").splitlines()[-lines:]
+        except OSError as exc:
+            tail = [f"(unreadable: {exc})"]
+        parts.append(f"--- last {lines} lines of {path.name} ---\n" + "\n".join(tail))
+    return "\n".join(parts) or "(no logs)"
+
+
+def _tcp_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def _udp_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def livekit_port(start: int = 17_890) -> int:
+    """A port P with P and P+1 (RTC over TCP) free, and the UDP range livekit_server derives from P free.
+
+    The range is 40 ports at 50200 + (P % 50) * 40, so two stacks only share UDP ports when their
+    signalling ports agree modulo 50; checking the whole range avoids that too. 7880 (the default
+    local stack) is never picked.
+    """
+    for port in range(start, start + 500):
+        if port % 50 == 7880 % 50:
+            continue
+        udp_start = 50_200 + (port % 50) * 40
+        if _tcp_free(port) and _tcp_free(port + 1) and all(_udp_free(p) for p in range(udp_start, udp_start + 40)):
+            return port
+    raise RuntimeError("no free port for livekit-server")
+
+
+def _index_cache_key() -> str:
+    """Source bytes plus the search package's code: a change to either means a fresh build."""
+    digest = hashlib.sha256(CONSTITUTION.read_bytes())
+    for path in sorted((REPO_ROOT / "panama_law").glob("*.py")):
+        digest.update(path.name.encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def _seed_index(config: pytest.Config, data_dir: Path) -> Path | None:
+    """Copy a cached index into `data_dir` if one exists; returns where to save a fresh build, or None."""
+    cache = getattr(config, "cache", None)
+    if cache is None:
+        return None
+    cached = Path(cache.mkdir("lexvoz-e2e-index")) / _index_cache_key() / law_index.index_path(data_dir).name
+    if cached.is_file():
+        shutil.copy2(cached, law_index.index_path(data_dir))
+        return None
+    return cached
+
+
+def _save_index(data_dir: Path, cached: Path) -> None:
+    built = law_index.index_path(data_dir)
+    if not built.is_file():
+        return
+    cached.parent.mkdir(parents=True, exist_ok=True)
+    partial = cached.with_suffix(f".{os.getpid()}.partial")
+    shutil.copy2(built, partial)
+    os.replace(partial, cached)  # atomic: a concurrent run never reads half a file
+
+
+@pytest.fixture(scope="module")
+def e2e_stack(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[E2EStack]:
+    if not CONSTITUTION.is_file():
+        pytest.skip(f"test data missing: {CONSTITUTION.relative_to(REPO_ROOT.parent)} beside the repository")
+    try:
+        livekit_server.find_or_build(build=False, log=False)
+    except livekit_server.LiveKitServerMissing as exc:
+        pytest.skip(f"livekit-server not available (run `make livekit-server`): {exc}")
+
+    base = tmp_path_factory.mktemp("lexvoz-e2e")
+    data_dir = base / "data"
+    log_dir = base / "log"
+    data_dir.mkdir()
+    save_to = _seed_index(request.config, data_dir)
+    options = StackOptions(
+        livekit_port=livekit_port(),
+        search_port=free_port(),
+        web_port=free_port(),
+        standin_port=free_port(),
+        rehearsal=True,
+        source=CONSTITUTION,
+        data_dir=data_dir,
+        log_dir=log_dir,
+        ledger_path=base / "ledger.sqlite3",
+        standin_args=["--speed", str(STANDIN_SPEED), "--fallback-transcript", QUESTION],
+        worker_args=["--dev"],
+        search_env={"PANAMA_LAW_TEST_DELAY_MS": str(SEARCH_DELAY_MS)},
+    )
+    stack = Stack(options)
+    try:
+        stack.start()
+    except Exception as exc:  # Stack.start already stopped what it had started
+        pytest.fail(f"the Lexvoz stack did not start: {exc}\n{log_tails(log_dir)}", pytrace=False)
+    if save_to is not None:
+        _save_index(data_dir, save_to)
+    running = E2EStack(stack=stack, question=QUESTION, search_delay_ms=SEARCH_DELAY_MS)
+    request.config.stash[STACK_KEY] = running
+    try:
+        yield running
+    finally:
+        del request.config.stash[STACK_KEY]
+        stack.stop()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """A failed test that used the stack shows the tail of every child's log next to the failure."""
+    report = yield
+    if report.failed and "e2e_stack" in getattr(item, "fixturenames", ()):
+        running = item.config.stash.get(STACK_KEY, None)
+        if running is not None:
+            report.sections.append(("lexvoz stack logs", running.log_tails()))
+    return report

@@ -1,0 +1,402 @@
+"""A person in a LiveKit room, end to end: audio or typed question in, evidence messages out.
+
+Everything is real except the Realtime model (the local stand-in, in rehearsal mode) and the person,
+who is a Python participant: it gets its token from the token service like the page does, publishes
+a microphone track (silence, with ~1 s bursts of loud tone where a person would speak, which the
+stand-in's energy VAD turns into user turns), and records what the agent publishes on
+`lexvoz.research`. The assertions are about what a user can see: which messages arrive, from whom,
+in which order, with which sources.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import math
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import numpy as np
+import pytest
+from livekit import rtc
+
+from .conftest import E2EStack
+
+pytestmark = pytest.mark.e2e
+
+T = TypeVar("T")
+
+RESEARCH_TOPIC = "lexvoz.research"
+CHAT_TOPIC = "lk.chat"
+TRANSCRIPTION_TOPIC = "lk.transcription"
+MODE_ATTRIBUTE = "lexvoz.mode"
+AGENT_STATE_ATTRIBUTE = "lk.agent.state"
+
+SAMPLE_RATE = 48_000
+FRAME_MS = 20
+SAMPLES_PER_FRAME = SAMPLE_RATE * FRAME_MS // 1000
+
+JOIN_TIMEOUT_S = 45.0  # first job on a cold worker: spawn a process, load the VAD, connect the model
+ANSWER_TIMEOUT_S = 30.0  # one search with the test delay, plus the audio path, with room to spare
+
+
+def _tone_frames(seconds: float = 1.0, level: float = 0.3) -> list[rtc.AudioFrame]:
+    """Loud enough for the stand-in's VAD (RMS 0.02) after resampling and Opus: three voice-band tones."""
+    n = int(SAMPLE_RATE * seconds)
+    t = np.arange(n) / SAMPLE_RATE
+    wave = sum(math.pow(0.6, k) * np.sin(2 * np.pi * f * t) for k, f in enumerate((220.0, 440.0, 660.0)))
+    pcm = (wave / np.max(np.abs(wave)) * level * 32767).astype(np.int16)
+    return [
+        rtc.AudioFrame(pcm[i : i + SAMPLES_PER_FRAME].tobytes(), SAMPLE_RATE, 1, SAMPLES_PER_FRAME)
+        for i in range(0, n - SAMPLES_PER_FRAME + 1, SAMPLES_PER_FRAME)
+    ]
+
+
+class Microphone:
+    """A fake microphone that never stops sending: 20 ms frames of silence, bursts of tone on demand.
+
+    It is continuous like a real microphone because the stand-in ends a turn only after 500 ms of
+    silence *in the audio*; a track that simply stops would leave the turn open. The source's queue is
+    kept short so a burst is heard within ~100 ms of `speak`.
+    """
+
+    def __init__(self) -> None:
+        self.source = rtc.AudioSource(SAMPLE_RATE, 1, queue_size_ms=100)
+        self._tone = _tone_frames()
+        self._silence = rtc.AudioFrame(bytes(SAMPLES_PER_FRAME * 2), SAMPLE_RATE, 1, SAMPLES_PER_FRAME)
+        self._burst_left = 0
+        self._burst_done: asyncio.Future[None] | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    async def publish(self, room: rtc.Room) -> None:
+        track = rtc.LocalAudioTrack.create_audio_track("microfono", self.source)
+        options = rtc.TrackPublishOptions(source=rtc.TrackSource.SOURCE_MICROPHONE)  # the token allows only this
+        await room.local_participant.publish_track(track, options)
+        self._task = asyncio.create_task(self._run(), name="fake-microphone")
+
+    async def speak(self, seconds: float = 1.0) -> None:
+        """Send `seconds` of tone; returns once the burst is queued (silence follows by itself)."""
+        assert self._task is not None, "publish() first"
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._burst_done = done
+        self._burst_left = round(seconds * 1000 / FRAME_MS)
+        await done
+
+    async def _run(self) -> None:
+        i = 0
+        while True:
+            if self._burst_left > 0:
+                frame = self._tone[i % len(self._tone)]
+                i += 1
+                self._burst_left -= 1
+                if self._burst_left == 0 and self._burst_done is not None and not self._burst_done.done():
+                    self._burst_done.set_result(None)
+            else:
+                frame = self._silence
+            await self.source.capture_frame(frame)  # blocks while the queue is full: real-time pacing
+
+    async def aclose(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        await self.source.aclose()
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """One `lexvoz.research` message as the participant received it."""
+
+    message: dict[str, Any]
+    sender: str
+    sender_kind: int
+
+    @property
+    def type(self) -> str:
+        return str(self.message.get("type"))
+
+    @property
+    def call_id(self) -> str:
+        return str(self.message.get("call_id"))
+
+
+class Participant:
+    """A person in one room: joins with a token from the token service, talks, types, and listens."""
+
+    def __init__(self, session: dict[str, str]) -> None:
+        self.session = session
+        self.room = rtc.Room()
+        self.mic = Microphone()
+        self.evidence: list[Evidence] = []
+        self._signal = asyncio.Event()
+        self._mic_subscribed = False
+        self.transcripts: list[tuple[str, str]] = []  # (sender identity, full text), as streams complete
+        self._readers: set[asyncio.Task[None]] = set()
+        self.room.on("data_received", self._on_data)
+        self.room.on("participant_connected", self._poke)
+        self.room.on("participant_attributes_changed", self._poke)
+        self.room.on("local_track_subscribed", self._on_mic_subscribed)
+        # Messages too big for one packet come as a text stream on the same topic.
+        self.room.register_text_stream_handler(RESEARCH_TOPIC, self._on_research_stream)
+        self.room.register_text_stream_handler(TRANSCRIPTION_TOPIC, self._on_transcription)
+
+    @property
+    def name(self) -> str:
+        return self.session["room"]
+
+    async def connect(self) -> None:
+        await self.room.connect(self.session["url"], self.session["token"])
+        await self.mic.publish(self.room)
+
+    async def aclose(self) -> None:
+        await self.mic.aclose()
+        await self.room.disconnect()
+        for task in list(self._readers):
+            task.cancel()
+
+    # -- what arrives ---------------------------------------------------------------------------
+
+    def _poke(self, *_: object) -> None:
+        self._signal.set()
+        self._signal = asyncio.Event()
+
+    def _on_mic_subscribed(self, _track: rtc.Track) -> None:
+        # Only the agent subscribes to our microphone: from now on it hears us.
+        self._mic_subscribed = True
+        self._poke()
+
+    def _on_data(self, packet: rtc.DataPacket) -> None:
+        if packet.topic != RESEARCH_TOPIC:
+            return
+        self._record(packet.data.decode("utf-8"), packet.participant)
+
+    def _on_research_stream(self, reader: rtc.TextStreamReader, identity: str) -> None:
+        async def read() -> None:
+            text = await reader.read_all()
+            self._record(text, self.room.remote_participants.get(identity))
+
+        task = asyncio.create_task(read())
+        self._readers.add(task)
+        task.add_done_callback(self._readers.discard)
+
+    def _on_transcription(self, reader: rtc.TextStreamReader, identity: str) -> None:
+        async def read() -> None:
+            self.transcripts.append((identity, await reader.read_all()))
+            self._poke()
+
+        task = asyncio.create_task(read())
+        self._readers.add(task)
+        task.add_done_callback(self._readers.discard)
+
+    def _record(self, text: str, sender: rtc.RemoteParticipant | None) -> None:
+        message = json.loads(text)
+        self.evidence.append(Evidence(message, sender.identity if sender else "", int(sender.kind) if sender else -1))
+        self._poke()
+
+    # -- waiting --------------------------------------------------------------------------------
+
+    async def wait_for(self, check: Callable[[], T | None], what: str, within: float) -> T:
+        """Wait for `check()` to return something truthy; every room event re-checks. Fails with context."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + within
+        while True:
+            signal = self._signal
+            value = check()
+            if value:
+                return value
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                seen = [e.message for e in self.evidence]
+                raise AssertionError(f"room {self.name}: no {what} within {within:.0f} s; evidence so far: {seen}")
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(signal.wait(), remaining)
+
+    def agent(self) -> rtc.RemoteParticipant | None:
+        return next(
+            (p for p in self.room.remote_participants.values() if p.kind == rtc.ParticipantKind.PARTICIPANT_KIND_AGENT),
+            None,
+        )
+
+    async def wait_until_agent_listens(self) -> rtc.RemoteParticipant:
+        """The agent has joined, greeted us to the end, and is listening to our microphone.
+
+        Joining and even subscribing to our track happen before the agent's Realtime connection is up,
+        and audio sent before that is never heard. The greeting is the first thing the model says, so
+        once its transcript has fully arrived and the agent is back to listening, the whole audio
+        path is live.
+        """
+
+        def ready() -> rtc.RemoteParticipant | None:
+            agent = self.agent()
+            if agent is None or not self._mic_subscribed:
+                return None
+            greeted = any(identity == agent.identity and text for identity, text in self.transcripts)
+            return agent if greeted and agent.attributes.get(AGENT_STATE_ATTRIBUTE) == "listening" else None
+
+        return await self.wait_for(ready, "greeting from an agent that then listens", JOIN_TIMEOUT_S)
+
+    def first(self, kind: str, call_id: str | None = None, *, exclude: set[str] | None = None) -> Evidence | None:
+        for e in self.evidence:
+            if e.type == kind and (call_id is None or e.call_id == call_id) and e.call_id not in (exclude or set()):
+                return e
+        return None
+
+    async def wait_message(
+        self,
+        kind: str,
+        call_id: str | None = None,
+        *,
+        exclude: set[str] | None = None,
+        within: float = ANSWER_TIMEOUT_S,
+    ) -> Evidence:
+        label = f"{kind!r} message" + (f" for call {call_id}" if call_id else "")
+        return await self.wait_for(lambda: self.first(kind, call_id, exclude=exclude), label, within)
+
+    def of_call(self, call_id: str) -> list[str]:
+        return [e.type for e in self.evidence if e.call_id == call_id]
+
+
+JoinRoom = Callable[[], Awaitable[Participant]]
+
+
+@pytest.fixture
+async def join_room(e2e_stack: E2EStack) -> AsyncIterator[JoinRoom]:
+    """Join a fresh room (new session from the token service) and wait until the agent listens."""
+    joined: list[Participant] = []
+
+    async def join() -> Participant:
+        participant = Participant(await e2e_stack.new_session())
+        joined.append(participant)
+        await asyncio.wait_for(participant.connect(), 20)
+        # The token dispatches the agent; a worker refusing the job (load) would fail here.
+        await participant.wait_until_agent_listens()
+        return participant
+
+    yield join
+    for participant in joined:
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(participant.aclose(), 10)
+
+
+def _assert_from_agent(participant: Participant, *evidence: Evidence) -> None:
+    agent = participant.agent()
+    assert agent is not None
+    for e in evidence:
+        assert e.sender == agent.identity, f"{e.type} came from {e.sender!r}, not the agent {agent.identity!r}"
+        assert e.sender_kind == rtc.ParticipantKind.PARTICIPANT_KIND_AGENT
+
+
+def _assert_real_sources(completed: Evidence) -> list[dict[str, str]]:
+    sources = completed.message["sources"]
+    assert 1 <= len(sources) <= 3, sources
+    for source in sources:
+        assert source["title"] and source["citation"] and source["excerpt"], source
+        assert source["citation"].startswith("Constitución Política de la República de Panamá, artículo "), source
+    return sources
+
+
+async def test_agent_joins_in_rehearsal_mode(join_room: JoinRoom) -> None:
+    participant = await join_room()
+    agent = participant.agent()
+    assert agent is not None
+    assert agent.kind == rtc.ParticipantKind.PARTICIPANT_KIND_AGENT
+    assert agent.attributes.get(MODE_ATTRIBUTE) == "rehearsal"
+
+
+async def test_spoken_question_gets_sources_from_the_corpus(join_room: JoinRoom, e2e_stack: E2EStack) -> None:
+    participant = await join_room()
+    await participant.mic.speak()
+
+    started = await participant.wait_message("started")
+    assert started.message["query"] == e2e_stack.question
+    completed = await participant.wait_message("completed", started.call_id)
+
+    assert participant.evidence.index(started) < participant.evidence.index(completed)
+    assert participant.of_call(started.call_id) == ["started", "completed"]
+    assert completed.message["turn"] == started.message["turn"]
+    _assert_from_agent(participant, started, completed)
+    # the gateway's clock covers the real round trip, test delay included
+    assert completed.message["tool_duration_ms"] >= e2e_stack.search_delay_ms
+    sources = _assert_real_sources(completed)
+    official = [s for s in sources if s["citation"].endswith("artículo 7")]
+    assert official, [s["citation"] for s in sources]
+    assert "español es el idioma oficial" in official[0]["excerpt"]
+
+
+async def _barge_in_during_search(participant: Participant) -> tuple[Evidence, Evidence, Evidence]:
+    """Ask, wait for the search to start, talk over it. Returns (started, discarded, next completed)."""
+    await participant.mic.speak()
+    started = await participant.wait_message("started")
+    # The search is still running on the server (test delay); speaking now is a barge-in by audio.
+    await participant.mic.speak()
+    discarded = await participant.wait_message("discarded", started.call_id)
+    # The barge-in is itself a question (the stand-in hears the same words again): a new call.
+    follow_up = await participant.wait_message("started", exclude={started.call_id})
+    completed = await participant.wait_message("completed", follow_up.call_id)
+    return started, discarded, completed
+
+
+async def test_barge_in_discards_the_running_search(join_room: JoinRoom) -> None:
+    participant = await join_room()
+    started, discarded, follow_up = await _barge_in_during_search(participant)
+
+    # By now the first search's own result has come back from the server too (it started earlier and
+    # takes as long), so a leaked `completed` for it would already be here.
+    assert participant.of_call(started.call_id) == ["started", "discarded"]
+    assert discarded.message["turn"] == started.message["turn"]
+    assert follow_up.call_id != started.call_id
+    assert follow_up.message["turn"] > started.message["turn"]
+    _assert_from_agent(participant, started, discarded, follow_up)
+    _assert_real_sources(follow_up)
+
+
+async def test_barge_in_cancels_the_search_on_the_mcp_server(join_room: JoinRoom, e2e_stack: E2EStack) -> None:
+    participant = await join_room()
+    log_offset = e2e_stack.search_log.stat().st_size
+    await _barge_in_during_search(participant)  # any failure here is a real failure, not the known gap
+    # The follow-up search has completed, so the server has long had the cancellation for the first.
+    with e2e_stack.search_log.open("rb") as log:
+        log.seek(log_offset)
+        new_lines = log.read().decode("utf-8", errors="replace")
+    assert "tool call cancelled" in new_lines, f"the search server never saw the cancellation:\n{new_lines}"
+
+
+async def test_two_rooms_at_once_keep_their_evidence_apart(join_room: JoinRoom, e2e_stack: E2EStack) -> None:
+    other_question = "¿A qué edad se adquiere la ciudadanía panameña?"
+    spoken, typed = await asyncio.gather(join_room(), join_room())
+    agent_a, agent_b = spoken.agent(), typed.agent()
+    assert agent_a is not None and agent_b is not None
+    assert spoken.name != typed.name and agent_a.identity != agent_b.identity  # two rooms, two jobs
+
+    # Both questions in flight at the same time: one spoken, one typed.
+    await asyncio.gather(spoken.mic.speak(), typed.room.local_participant.send_text(other_question, topic=CHAT_TOPIC))
+    started_a, started_b = await asyncio.gather(spoken.wait_message("started"), typed.wait_message("started"))
+    completed_a, completed_b = await asyncio.gather(
+        spoken.wait_message("completed", started_a.call_id), typed.wait_message("completed", started_b.call_id)
+    )
+
+    assert started_a.message["query"] == e2e_stack.question
+    assert started_b.message["query"] == other_question
+    _assert_real_sources(completed_a)
+    _assert_real_sources(completed_b)
+    for room, agent, question in ((spoken, agent_a, e2e_stack.question), (typed, agent_b, other_question)):
+        assert {e.sender for e in room.evidence} == {agent.identity}
+        assert {e.message["query"] for e in room.evidence if e.type == "started"} == {question}
+    assert not {e.call_id for e in spoken.evidence} & {e.call_id for e in typed.evidence}
+
+
+async def test_typed_chat_question_gets_sources(join_room: JoinRoom) -> None:
+    question = "¿Qué dice la Constitución sobre la libertad de culto?"
+    participant = await join_room()
+    await participant.room.local_participant.send_text(question, topic=CHAT_TOPIC)
+
+    started = await participant.wait_message("started")
+    assert started.message["query"] == question
+    completed = await participant.wait_message("completed", started.call_id)
+    assert participant.of_call(started.call_id) == ["started", "completed"]
+    _assert_from_agent(participant, started, completed)
+    assert completed.message["tool_duration_ms"] > 0
+    citations = [s["citation"] for s in _assert_real_sources(completed)]
+    assert any(c.endswith("artículo 35") for c in citations), citations
