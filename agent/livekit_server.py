@@ -73,7 +73,7 @@ def start(
     """Start livekit-server with our config on loopback; returns once it answers HTTP."""
     binary = find_or_build()
     env = {**os.environ, "LIVEKIT_KEYS": f"{api_key}: {api_secret}"}
-    config = CONFIG if port == 7880 else _config_for_port(port)
+    config = local_config(port)
     args = [str(binary), "--config", str(config), *(extra_args or [])]
     if log_path is not None:
         with open(log_path, "ab") as out:  # the child keeps its own copy of the descriptor
@@ -85,19 +85,28 @@ def start(
     try:
         wait_http(f"http://127.0.0.1:{port}/", proc, timeout=30)
     finally:
-        if config != CONFIG:
-            config.unlink(missing_ok=True)  # read at start; nothing to leave behind in the temp dir
+        config.unlink(missing_ok=True)  # read at start; nothing to leave behind in the temp dir
     return proc
 
 
-def _config_for_port(port: int) -> Path:
-    """A copy of livekit.yaml on other ports, so tests never collide with a running local stack."""
+def local_config(port: int = 7880) -> Path:
+    """livekit.yaml as run on a developer's machine: media on loopback only, on the given ports.
+
+    livekit.yaml itself also serves the Docker image, where the container's own interface must carry
+    media; here ICE is restricted to `lo`, so no test or local session ever sends traffic to another
+    address of the machine. Other ports let tests run beside a `make run` stack without colliding.
+    """
     text = CONFIG.read_text()
-    udp_start = 50200 + (port % 50) * 40
+    udp_start = 50000 if port == 7880 else 50200 + (port % 50) * 40
     text = re.sub(r"(?m)^port: \d+", f"port: {port}", text)
     text = re.sub(r"(?m)^(\s+)tcp_port: \d+", rf"\g<1>tcp_port: {port + 1}", text)
     text = re.sub(r"(?m)^(\s+)port_range_start: \d+", rf"\g<1>port_range_start: {udp_start}", text)
-    text = re.sub(r"(?m)^(\s+)port_range_end: \d+", rf"\g<1>port_range_end: {udp_start + 39}", text)
+    text = re.sub(
+        r"(?m)^(\s+)port_range_end: \d+", rf"\g<1>port_range_end: {udp_start + (100 if port == 7880 else 39)}", text
+    )
+    text = re.sub(
+        r"(?m)^rtc:\n", "rtc:\n  interfaces:\n    includes: [lo]\n  ips:\n    includes: [127.0.0.1/8]\n", text
+    )
     fd, name = tempfile.mkstemp(prefix="lexvoz-livekit-", suffix=".yaml")
     with os.fdopen(fd, "w") as fh:
         fh.write(text)

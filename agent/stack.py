@@ -52,6 +52,8 @@ class _Child:
     name: str
     proc: subprocess.Popen[bytes]
     log: Path
+    # livekit-server waits for rooms to drain on the first SIGTERM and exits at once on a second one
+    term_twice: bool = False
 
 
 class Stack:
@@ -122,7 +124,7 @@ class Stack:
         proc = livekit_server.start(
             api_key=self.opts.api_key, api_secret=self.opts.api_secret, port=self.opts.livekit_port, log_path=log
         )
-        self.children.append(_Child("livekit-server", proc, log))
+        self.children.append(_Child("livekit-server", proc, log, term_twice=True))
 
     def _start_search(self) -> None:
         args = [
@@ -184,12 +186,12 @@ class Stack:
 
     def stop_child(self, name: str) -> None:
         for child in [c for c in self.children if c.name == name]:
-            _terminate(child.proc)
+            _terminate(child.proc, term_twice=child.term_twice)
             self.children.remove(child)
 
     def stop(self) -> None:
         for child in reversed(self.children):
-            _terminate(child.proc)
+            _terminate(child.proc, term_twice=child.term_twice)
         self.children.clear()
 
     def __enter__(self) -> Stack:
@@ -199,13 +201,15 @@ class Stack:
         self.stop()
 
 
-def _terminate(proc: subprocess.Popen[bytes], timeout: float = 10) -> None:
+def _terminate(proc: subprocess.Popen[bytes], timeout: float = 10, *, term_twice: bool = False) -> None:
     if proc.poll() is not None:
         return
-    try:
-        os.killpg(proc.pid, signal.SIGTERM)
-    except (ProcessLookupError, PermissionError):
-        proc.terminate()
+    _signal(proc, signal.SIGTERM)
+    if term_twice:
+        try:
+            proc.wait(0.3)
+        except subprocess.TimeoutExpired:
+            _signal(proc, signal.SIGTERM)
     try:
         proc.wait(timeout)
     except subprocess.TimeoutExpired:
@@ -214,6 +218,13 @@ def _terminate(proc: subprocess.Popen[bytes], timeout: float = 10) -> None:
         except (ProcessLookupError, PermissionError):
             proc.kill()
         proc.wait(5)
+
+
+def _signal(proc: subprocess.Popen[bytes], sig: int) -> None:
+    try:
+        os.killpg(proc.pid, sig)
+    except (ProcessLookupError, PermissionError):
+        proc.send_signal(sig)
 
 
 def _wait_ok(url: str, proc: subprocess.Popen[bytes], *, timeout: float, ok_only: bool) -> None:

@@ -27,7 +27,8 @@ import {
 } from 'livekit-client';
 import { useCallback, useEffect, useMemo, useReducer, useRef, useState, type FormEvent } from 'react';
 
-import { agentStateLabel, MODE_ATTRIBUTE } from './labels';
+import { AGENT_TIMEOUT_MESSAGE, useAgentJoinTimeout } from './agentTimeout';
+import { agentStateLabel, displayAgentState, MODE_ATTRIBUTE } from './labels';
 import {
   initialResearchState,
   MAX_MESSAGE_CHARS,
@@ -37,6 +38,7 @@ import {
 } from './research';
 import { ResearchPanel } from './ResearchPanel';
 import { acquireMicrophone, requestSession, SessionRequestError, type MicrophoneResult } from './session';
+import { buildTranscript, TRANSCRIPTION_FINAL_ATTRIBUTE, type RawLine, type TranscriptLine } from './transcript';
 
 type Phase = 'idle' | 'starting' | 'active';
 
@@ -100,6 +102,8 @@ export function App() {
   const generation = useRef(0);
   // The generation whose room reached "connected": tells "the session ended" from "it never started".
   const connectedGeneration = useRef(0);
+  // The same, as state, so the session view re-renders when its room connects ("conectando" until then).
+  const [connectedSession, setConnectedSession] = useState(0);
   const detachResearch = useRef<(() => void) | null>(null);
 
   const endSession = useCallback((room: Room | undefined) => {
@@ -181,7 +185,9 @@ export function App() {
   }, [session]);
 
   const onConnected = useCallback(() => {
-    if (session) connectedGeneration.current = session.generation;
+    if (!session) return;
+    connectedGeneration.current = session.generation;
+    setConnectedSession(session.generation);
   }, [session]);
 
   const onDisconnected = useCallback(() => {
@@ -254,7 +260,7 @@ export function App() {
             onError={onRoomError}
             className="conversation"
           >
-            <SessionView />
+            <SessionView connected={connectedSession === session.generation} />
           </LiveKitRoom>
         ) : (
           <div className="conversation">
@@ -273,42 +279,38 @@ export function App() {
   );
 }
 
-interface TranscriptLine {
-  id: string;
-  speaker: 'user' | 'agent';
-  text: string;
-  timestamp: number;
-  typed: boolean;
-  final: boolean;
-}
-
-/** Everything that needs the room context: agent state, audio, transcript and chat. */
-function SessionView() {
-  const { state, audioTrack, agentAttributes } = useVoiceAssistant();
+/**
+ * Everything that needs the room context: agent state, audio, transcript and chat. `connected`: this
+ * session's room has reached "connected" (LiveKitRoom's onConnected fired for it).
+ */
+function SessionView({ connected }: { connected: boolean }) {
+  const { state: rawState, agent, audioTrack, agentAttributes } = useVoiceAssistant();
+  const state = displayAgentState(rawState, connected);
+  const agentTimedOut = useAgentJoinTimeout(connected, agent !== undefined);
   const transcriptions = useTranscriptions();
   const { send, chatMessages, isSending } = useChat();
   const { localParticipant } = useLocalParticipant();
   const localIdentity = localParticipant.identity;
 
   const lines = useMemo<TranscriptLine[]>(() => {
-    const spoken = transcriptions.map((t) => ({
+    const spoken = transcriptions.map<RawLine>((t) => ({
       id: `t-${t.streamInfo.id}`,
-      speaker: t.participantInfo.identity === localIdentity ? ('user' as const) : ('agent' as const),
+      speaker: t.participantInfo.identity === localIdentity ? 'user' : 'agent',
       text: t.text,
       timestamp: t.streamInfo.timestamp,
       typed: false,
-      final: t.streamInfo.attributes?.['lk.transcription_final'] !== 'false',
+      finalAttribute: t.streamInfo.attributes?.[TRANSCRIPTION_FINAL_ATTRIBUTE],
     }));
-    const typed = chatMessages.map((m) => ({
+    const typed = chatMessages.map<RawLine>((m) => ({
       id: `c-${m.id}`,
-      speaker: m.from?.isLocal ? ('user' as const) : ('agent' as const),
+      speaker: m.from?.isLocal ? 'user' : 'agent',
       text: m.message,
       timestamp: m.timestamp,
       typed: true,
-      final: true,
     }));
-    return [...spoken, ...typed].filter((l) => l.text.trim().length > 0).sort((a, b) => a.timestamp - b.timestamp);
-  }, [transcriptions, chatMessages, localIdentity]);
+    // The agent's state is an input: its newest line stops being "in progress" when it stops speaking.
+    return buildTranscript([...spoken, ...typed], rawState);
+  }, [transcriptions, chatMessages, localIdentity, rawState]);
 
   const onSend = useCallback(
     async (text: string) => {
@@ -323,6 +325,7 @@ function SessionView() {
       <StartAudio label="Activar el audio del agente" className="btn btn-secondary start-audio" />
       <Conversation
         state={state}
+        agentTimedOut={agentTimedOut}
         rehearsal={agentAttributes?.[MODE_ATTRIBUTE] === 'rehearsal'}
         lines={lines}
         onSend={onSend}
@@ -335,6 +338,8 @@ function SessionView() {
 
 interface ConversationProps {
   state: AgentState | undefined;
+  /** Connected, but no agent has joined in time: say so (the session stays usable). */
+  agentTimedOut?: boolean;
   rehearsal: boolean;
   lines: TranscriptLine[];
   onSend: ((text: string) => Promise<void>) | null;
@@ -343,7 +348,7 @@ interface ConversationProps {
 }
 
 /** The conversation column; rendered without a room too, so the layout does not jump on Start. */
-function Conversation({ state, rehearsal, lines, onSend, sending, visualizer }: ConversationProps) {
+function Conversation({ state, agentTimedOut = false, rehearsal, lines, onSend, sending, visualizer }: ConversationProps) {
   const [draft, setDraft] = useState('');
   const [sendError, setSendError] = useState<string | null>(null);
   const transcriptRef = useRef<HTMLOListElement>(null);
@@ -379,6 +384,11 @@ function Conversation({ state, rehearsal, lines, onSend, sending, visualizer }: 
           Agente: <span data-testid="agent-state">{agentStateLabel(state)}</span>
         </p>
       </div>
+      {agentTimedOut && (
+        <p className="agent-timeout" data-testid="agent-timeout" role="alert">
+          {AGENT_TIMEOUT_MESSAGE}
+        </p>
+      )}
       <div className="visualizer-slot" aria-hidden="true">
         {visualizer}
       </div>

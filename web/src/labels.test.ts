@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 
-import { agentStateLabel } from './labels';
+import { agentStateLabel, displayAgentState } from './labels';
 
 describe('agentStateLabel', () => {
   it('names the four states the person sees most in Spanish', () => {
@@ -9,5 +9,35 @@ describe('agentStateLabel', () => {
     expect(agentStateLabel('thinking')).toBe('pensando');
     expect(agentStateLabel('speaking')).toBe('hablando');
     expect(agentStateLabel(undefined)).toBe('inactivo');
+  });
+});
+
+describe('displayAgentState', () => {
+  it('shows "conectando", not "desconectado", before this session has connected', () => {
+    // useVoiceAssistant reports "disconnected" before the room starts connecting.
+    expect(agentStateLabel(displayAgentState('disconnected', false))).toBe('conectando');
+    expect(agentStateLabel(displayAgentState('connecting', false))).toBe('conectando');
+  });
+
+  it('a Start goes inactivo → conectando → escuchando with no "desconectado" in between', () => {
+    const shown = [
+      displayAgentState(undefined, false),
+      displayAgentState('connecting', false),
+      displayAgentState('disconnected', false),
+      displayAgentState('connecting', false),
+      displayAgentState('connecting', true),
+      displayAgentState('listening', true),
+    ].map(agentStateLabel);
+    expect(shown).not.toContain('desconectado');
+    expect([...new Set(shown)]).toEqual(['inactivo', 'conectando', 'escuchando']);
+  });
+
+  it('shows "desconectado" once a connection existed and was lost', () => {
+    expect(agentStateLabel(displayAgentState('disconnected', true))).toBe('desconectado');
+  });
+
+  it('passes the agent state through once connected, and keeps "no session" as inactivo', () => {
+    expect(displayAgentState('speaking', true)).toBe('speaking');
+    expect(displayAgentState(undefined, true)).toBeUndefined();
   });
 });

@@ -19,3 +19,17 @@ export function agentStateLabel(state: AgentState | undefined): string {
 
 /** The participant attribute the agent sets to say whether its answers come from OpenAI or a local simulator. */
 export const MODE_ATTRIBUTE = 'lexvoz.mode';
+
+/**
+ * The agent state to show for a session. useVoiceAssistant says "disconnected" before the room has even
+ * started connecting, so until this session's room has connected (`connectedThisSession`) everything reads
+ * "connecting"; "disconnected" only shows after a connection existed and was lost. `undefined` (no session)
+ * stays `undefined`.
+ */
+export function displayAgentState(
+  state: AgentState | undefined,
+  connectedThisSession: boolean,
+): AgentState | undefined {
+  if (state === undefined) return undefined;
+  return connectedThisSession ? state : 'connecting';
+}
