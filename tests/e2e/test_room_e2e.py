@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import json
 import math
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -21,6 +22,8 @@ from typing import Any, TypeVar
 import numpy as np
 import pytest
 from livekit import rtc
+
+from agent.ledger import read_room
 
 from .conftest import E2EStack
 
@@ -387,8 +390,8 @@ async def test_two_rooms_at_once_keep_their_evidence_apart(join_room: JoinRoom, 
     assert not {e.call_id for e in spoken.evidence} & {e.call_id for e in typed.evidence}
 
 
-async def test_typed_chat_question_gets_sources(join_room: JoinRoom) -> None:
-    question = "¿Qué dice la Constitución sobre la libertad de culto?"
+async def test_typed_chat_question_gets_sources(join_room: JoinRoom, e2e_stack: E2EStack) -> None:
+    question = "¿Qué dice la Constitución sobre la libertad de culto? Mi correo es ana@example.com"
     participant = await join_room()
     await participant.room.local_participant.send_text(question, topic=CHAT_TOPIC)
 
@@ -400,3 +403,22 @@ async def test_typed_chat_question_gets_sources(join_room: JoinRoom) -> None:
     assert completed.message["tool_duration_ms"] > 0
     citations = [s["citation"] for s in _assert_real_sources(completed)]
     assert any(c.endswith("artículo 35") for c in citations), citations
+
+    # The worker's evidence ledger recorded the call, redacted, with the sources exactly as shown.
+    ledger_path = e2e_stack.stack.opts.ledger_path
+    assert ledger_path is not None
+    room_name = participant.session["room"]
+    calls: list[dict[str, Any]] = []
+    for _ in range(50):  # the ledger writes in the background; give it a moment
+        if ledger_path.exists() and (calls := read_room(ledger_path, room_name)):
+            break
+        await asyncio.sleep(0.1)
+    assert [(c["call_id"], c["outcome"]) for c in calls] == [(started.call_id, "completed")]
+    assert "ana@example.com" not in calls[0]["query_redacted"] and "[correo]" in calls[0]["query_redacted"]
+    assert [s["citation"] for s in calls[0]["sources"]] == citations
+    assert [s["excerpt_sha256"] for s in calls[0]["sources"]] == [
+        hashlib.sha256(s["excerpt"].encode()).hexdigest() for s in completed.message["sources"]
+    ]
+    # and no log line of any process carries the question in clear
+    for log in e2e_stack.log_dir.glob("*.log"):
+        assert "libertad de culto" not in log.read_text(errors="replace"), log.name
