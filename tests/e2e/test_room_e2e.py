@@ -15,8 +15,14 @@ import contextlib
 import hashlib
 import json
 import math
+import os
+import signal
+import subprocess
+import sys
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, TypeVar
 
 import numpy as np
@@ -26,6 +32,8 @@ from livekit import rtc
 from agent.ledger import read_room
 
 from .conftest import E2EStack
+
+ROOT = Path(__file__).resolve().parents[2]
 
 pytestmark = pytest.mark.e2e
 
@@ -422,3 +430,33 @@ async def test_typed_chat_question_gets_sources(join_room: JoinRoom, e2e_stack: 
     # and no log line of any process carries the question in clear
     for log in e2e_stack.log_dir.glob("*.log"):
         assert "libertad de culto" not in log.read_text(errors="replace"), log.name
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["-m", "livekit.agents", "start", "agent/worker.py", "--dev"], ["-m", "agent", "dev"], ["-m", "agent", "start"]],
+    ids=["livekit-cli", "agent-dev", "agent-start"],
+)
+def test_worker_runs_in_every_documented_form(e2e_stack: E2EStack, command: list[str], tmp_path: Path) -> None:
+    """The worker registers with livekit-server however it is started (under another agent name, so it
+    never takes the other tests' jobs)."""
+    env = {
+        **e2e_stack.stack.common_env(),
+        "LEXVOZ_AGENT_NAME": "lexvoz-cli-check",
+        "LEXVOZ_LEDGER_PATH": str(tmp_path / "ledger.sqlite3"),
+    }
+    log = tmp_path / "worker.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, *command], cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
+    try:
+        deadline = time.monotonic() + 90
+        while "registered worker" not in log.read_text(errors="replace"):
+            assert proc.poll() is None, f"worker exited with {proc.returncode}:\n{log.read_text(errors='replace')}"
+            assert time.monotonic() < deadline, f"worker did not register:\n{log.read_text(errors='replace')}"
+            time.sleep(0.2)
+        assert "lexvoz-cli-check" in log.read_text(errors="replace")
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(30)
