@@ -19,6 +19,7 @@ from typing import Any
 
 import httpx
 import httpx2
+import numpy as np
 import pytest
 import uvicorn
 from mcp.client.session import ClientSession
@@ -29,6 +30,7 @@ from starlette.testclient import TestClient
 from panama_law import corpus, index
 from panama_law.build import build_from_bytes, download_and_build, import_file
 from panama_law.corpus import CorpusError
+from panama_law.evaluate import fit_logistic, threshold
 from panama_law.schema import INPUT_SCHEMA, TOOL_NAME
 from panama_law.search import Searcher
 from panama_law.server import ServerState, build_app
@@ -347,6 +349,23 @@ def test_clear_questions_find_their_article_in_top_3(searcher: Searcher, questio
 
 def test_out_of_scope_question_gets_no_source(searcher: Searcher) -> None:
     assert searcher.search("cuál es la mejor receta de sancocho con ñame") == []
+
+
+def test_abstain_signals_see_unknown_words_and_the_lexicon(searcher: Searcher) -> None:
+    off_topic = searcher.signals("receta de sancocho con otoe")[0]
+    assert off_topic.coverage == 0.0 and off_topic.expansion_terms == 0
+    on_topic = searcher.signals("me botaron del trabajo estando embarazada")[0]
+    assert on_topic.coverage > 0.5 and on_topic.expansion_terms > 0
+    assert on_topic.evidence(searcher.config) > off_topic.evidence(searcher.config)
+
+
+def test_abstain_fit_separates_and_cuts_halfway_below_the_lowest_in_scope_score() -> None:
+    x = np.array([[0.1], [0.2], [0.3], [0.5], [0.6], [0.7]])
+    y = np.array([0, 0, 0, 1, 1, 1])
+    coef, bias = fit_logistic(x, y)
+    scores = x @ coef + bias
+    assert coef[0] > 0
+    assert threshold(scores, y) == pytest.approx((scores[3] + scores[2]) / 2)
 
 
 def test_every_lexicon_expansion_term_occurs_in_the_constitution(searcher: Searcher) -> None:
