@@ -12,6 +12,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
+import aiohttp
 from livekit import rtc
 from livekit.agents import AgentSession
 from livekit.agents import vad as agents_vad
@@ -57,7 +58,10 @@ def shared_gateway(settings: Settings) -> McpGateway:
     return _gateway
 
 
-def build_realtime_model(settings: Settings) -> openai.realtime.RealtimeModel:
+def build_realtime_model(
+    settings: Settings, *, http_session: aiohttp.ClientSession | None = None
+) -> openai.realtime.RealtimeModel:
+    """Semantic VAD at low eagerness, Spanish transcription; `http_session` only outside a job (tests)."""
     if settings.rehearsal:
         api_key = REHEARSAL_API_KEY
     elif settings.openai_api_key is not None:
@@ -65,6 +69,8 @@ def build_realtime_model(settings: Settings) -> openai.realtime.RealtimeModel:
     else:
         raise RuntimeError("missing setting OPENAI_API_KEY (or set LEXVOZ_REHEARSAL=1 with a local stand-in)")
     kwargs: dict[str, Any] = {}
+    if http_session is not None:
+        kwargs["http_session"] = http_session
     if settings.openai_base_url is not None:
         kwargs["base_url"] = str(settings.openai_base_url).rstrip("/")
     return openai.realtime.RealtimeModel(

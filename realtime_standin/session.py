@@ -149,27 +149,37 @@ class RealtimeConnection:
             return
         handler = self._handlers().get(event["type"])
         if handler is None:
-            self.emit(
-                p.error(
-                    f"Invalid value: '{event['type']}'. Supported values are: {', '.join(sorted(self._handlers()))}.",
-                    code="invalid_value",
-                    client_event_id=event.get("event_id"),
-                    param="type",
-                )
+            self._reject(
+                event,
+                f"Invalid value: '{event['type']}'. Supported values are: {', '.join(sorted(self._handlers()))}.",
+                code="invalid_value",
+                param="type",
             )
             return
         try:
             handler(event)
         except Exception as e:  # a stand-in bug must not take the connection down silently
             logger.error("failed to handle %s: %s", event["type"], type(e).__name__)
-            self.emit(
-                p.error(
-                    "The server had an error while processing your request.",
-                    code=None,
-                    client_event_id=event.get("event_id"),
-                    error_type="server_error",
-                )
+            self._reject(
+                event,
+                "The server had an error while processing your request.",
+                code=None,
+                error_type="server_error",
             )
+
+    def _reject(
+        self,
+        event: JsonDict,
+        message: str,
+        *,
+        code: str | None,
+        param: str | None = None,
+        error_type: str = "invalid_request_error",
+    ) -> None:
+        """Answer a client event with an `error` that names it, as the real API does."""
+        self.emit(
+            p.error(message, code=code, client_event_id=event.get("event_id"), param=param, error_type=error_type)
+        )
 
     def _handlers(self) -> dict[str, Callable[[JsonDict], None]]:
         return {
@@ -186,13 +196,11 @@ class RealtimeConnection:
         }
 
     def _missing(self, event: JsonDict, param: str) -> None:
-        self.emit(
-            p.error(
-                f"Missing required parameter: '{param}'.",
-                code="missing_required_parameter",
-                client_event_id=event.get("event_id"),
-                param=param,
-            )
+        self._reject(
+            event,
+            f"Missing required parameter: '{param}'.",
+            code="missing_required_parameter",
+            param=param,
         )
 
     # -- session --------------------------------------------------------------------------------
@@ -203,13 +211,11 @@ class RealtimeConnection:
             self._missing(event, "session")
             return
         if update.get("type", "realtime") != "realtime":
-            self.emit(
-                p.error(
-                    "Passing a transcription session update event to a realtime session is not allowed.",
-                    code="invalid_value",
-                    client_event_id=event.get("event_id"),
-                    param="session.type",
-                )
+            self._reject(
+                event,
+                "Passing a transcription session update event to a realtime session is not allowed.",
+                code="invalid_value",
+                param="session.type",
             )
             return
         self.session = p.merge_session(self.session, update)
@@ -222,13 +228,11 @@ class RealtimeConnection:
     def _on_item_create(self, event: JsonDict) -> None:
         item = event.get("item")
         if not isinstance(item, dict) or item.get("type") not in ("message", "function_call", "function_call_output"):
-            self.emit(
-                p.error(
-                    "Invalid 'item': expected a message, function_call or function_call_output item.",
-                    code="invalid_value",
-                    client_event_id=event.get("event_id"),
-                    param="item",
-                )
+            self._reject(
+                event,
+                "Invalid 'item': expected a message, function_call or function_call_output item.",
+                code="invalid_value",
+                param="item",
             )
             return
         required = {
@@ -244,23 +248,19 @@ class RealtimeConnection:
         try:
             previous = self.conversation.insert(stored, event.get("previous_item_id"))
         except DuplicateItemError:
-            self.emit(
-                p.error(
-                    f"Item with item_id '{stored['id']}' already exists.",
-                    code="item_create_duplicate_item_id",
-                    client_event_id=event.get("event_id"),
-                    param="item.id",
-                )
+            self._reject(
+                event,
+                f"Item with item_id '{stored['id']}' already exists.",
+                code="item_create_duplicate_item_id",
+                param="item.id",
             )
             return
         except ItemNotFoundError:
-            self.emit(
-                p.error(
-                    f"Error adding item: the previous item with id '{event.get('previous_item_id')}' does not exist.",
-                    code="item_create_invalid_previous_item_id",
-                    client_event_id=event.get("event_id"),
-                    param="previous_item_id",
-                )
+            self._reject(
+                event,
+                f"Error adding item: the previous item with id '{event.get('previous_item_id')}' does not exist.",
+                code="item_create_invalid_previous_item_id",
+                param="previous_item_id",
             )
             return
         self.emit(p.conversation_item_added(stored, previous))
@@ -274,13 +274,11 @@ class RealtimeConnection:
         try:
             self.conversation.delete(item_id)
         except ItemNotFoundError:
-            self.emit(
-                p.error(
-                    f"Error deleting item: the item with id '{item_id}' does not exist.",
-                    code="item_delete_invalid_item_id",
-                    client_event_id=event.get("event_id"),
-                    param="item_id",
-                )
+            self._reject(
+                event,
+                f"Error deleting item: the item with id '{item_id}' does not exist.",
+                code="item_delete_invalid_item_id",
+                param="item_id",
             )
             return
         self._audio_ms_by_item.pop(item_id, None)
@@ -289,13 +287,11 @@ class RealtimeConnection:
     def _on_item_retrieve(self, event: JsonDict) -> None:
         item = self.conversation.get(str(event.get("item_id")))
         if item is None:
-            self.emit(
-                p.error(
-                    f"Error retrieving item: the item with id '{event.get('item_id')}' does not exist.",
-                    code="item_retrieve_invalid_item_id",
-                    client_event_id=event.get("event_id"),
-                    param="item_id",
-                )
+            self._reject(
+                event,
+                f"Error retrieving item: the item with id '{event.get('item_id')}' does not exist.",
+                code="item_retrieve_invalid_item_id",
+                param="item_id",
             )
             return
         self.emit(p.conversation_item_retrieved(item))
@@ -360,13 +356,11 @@ class RealtimeConnection:
         try:
             pcm = base64.b64decode(audio, validate=True)
         except (binascii.Error, ValueError):
-            self.emit(
-                p.error(
-                    "Invalid 'audio'. Expected base64-encoded audio bytes.",
-                    code="invalid_value",
-                    client_event_id=event.get("event_id"),
-                    param="audio",
-                )
+            self._reject(
+                event,
+                "Invalid 'audio'. Expected base64-encoded audio bytes.",
+                code="invalid_value",
+                param="audio",
             )
             return
         self._audio_buffer.extend(pcm)
@@ -437,13 +431,11 @@ class RealtimeConnection:
     def _on_audio_commit(self, event: JsonDict) -> None:
         buffered_ms = len(self._audio_buffer) // p.BYTES_PER_MS
         if buffered_ms < MIN_COMMIT_MS:
-            self.emit(
-                p.error(
-                    "Error committing input audio buffer: buffer too small. Expected at least 100ms of audio, "
-                    f"but buffer only has {float(buffered_ms):.2f}ms of audio.",
-                    code="input_audio_buffer_commit_empty",
-                    client_event_id=event.get("event_id"),
-                )
+            self._reject(
+                event,
+                "Error committing input audio buffer: buffer too small. Expected at least 100ms of audio, "
+                f"but buffer only has {float(buffered_ms):.2f}ms of audio.",
+                code="input_audio_buffer_commit_empty",
             )
             return
         item_id = self._speech_item_id or p.new_id("item_")
@@ -477,12 +469,10 @@ class RealtimeConnection:
         response = self.active_response
         wanted = event.get("response_id")
         if response is None or (wanted and wanted != response.id):
-            self.emit(
-                p.error(
-                    "Cancellation failed: no active response found",
-                    code="response_cancel_not_active",
-                    client_event_id=event.get("event_id"),
-                )
+            self._reject(
+                event,
+                "Cancellation failed: no active response found",
+                code="response_cancel_not_active",
             )
             return
         self.cancel_response(reason="client_cancelled")

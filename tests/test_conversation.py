@@ -17,13 +17,13 @@ import pytest
 from livekit.agents import AgentSession
 from livekit.agents.voice.room_io import TextInputEvent
 from livekit.plugins import openai
-from openai.types.realtime import AudioTranscription
-from openai.types.realtime.realtime_audio_input_turn_detection import SemanticVad
 
 from agent.assistant import LexvozAgent, make_text_input_cb
+from agent.conversation import build_realtime_model
 from agent.evidence import EvidencePublisher
 from agent.gateway import GatewayOptions, McpGateway
 from agent.research import DISCARDED_OUTPUT, ResearchSession
+from agent.settings import Settings
 from realtime_standin import GREETING, RealtimeStandIn
 from tests.mcp_fixture import FakeMcpServer, synthetic_source
 from tests.test_research import RecordingParticipant
@@ -50,16 +50,9 @@ async def mcp() -> AsyncIterator[FakeMcpServer]:
 
 
 def realtime_model(standin: RealtimeStandIn, http: aiohttp.ClientSession) -> openai.realtime.RealtimeModel:
-    """Built like the worker builds it (agent.conversation.build_realtime_model), aimed at the stand-in."""
-    return openai.realtime.RealtimeModel(
-        base_url=standin.base_url,
-        api_key="test",
-        model="gpt-realtime",
-        voice="marin",
-        turn_detection=SemanticVad(type="semantic_vad", eagerness="low", interrupt_response=True, create_response=True),
-        input_audio_transcription=AudioTranscription(model="gpt-4o-mini-transcribe", language="es"),
-        http_session=http,
-    )
+    """Exactly the worker's model (semantic VAD, Spanish transcription), aimed at the stand-in."""
+    settings = Settings(OPENAI_API_KEY="test", OPENAI_BASE_URL=standin.base_url)
+    return build_realtime_model(settings, http_session=http)
 
 
 class Rig:
@@ -91,6 +84,24 @@ def outputs_on_wire(standin: RealtimeStandIn) -> list[dict[str, Any]]:
         for e in standin.client_events("conversation.item.create")
         if e["item"]["type"] == "function_call_output"
     ]
+
+
+async def test_session_is_configured_as_the_product_specifies(
+    standin: RealtimeStandIn, http: aiohttp.ClientSession, mcp: FakeMcpServer
+) -> None:
+    async with Rig(mcp.url, standin, http, greet=False):
+        session = standin.connection.session
+    turn = session["audio"]["input"]["turn_detection"]
+    assert (turn["type"], turn["eagerness"], turn["interrupt_response"], turn["create_response"]) == (
+        "semantic_vad",
+        "low",
+        True,
+        True,
+    )
+    assert session["audio"]["input"]["transcription"]["language"] == "es"
+    assert session["audio"]["output"]["voice"] == "marin"
+    assert "search_panama_law" in [t["name"] for t in session["tools"]]
+    assert "no instrucciones" in session["instructions"] or "nunca instrucciones" in session["instructions"]
 
 
 async def test_user_turn_runs_the_tool_through_the_gateway(
