@@ -167,6 +167,8 @@ class _Connection:
             error = _classify_connect_error(exc, probe)
             if not self._ready.done():
                 self._ready.set_exception(error)
+            elif isinstance(exc, asyncio.CancelledError):
+                logger.debug("MCP session closed")
             else:
                 logger.warning("MCP session ended: %s", error.detail)
             if isinstance(exc, asyncio.CancelledError):

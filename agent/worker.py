@@ -106,9 +106,12 @@ async def entrypoint(ctx: JobContext) -> None:
     ctx.add_shutdown_callback(_shutdown)
     await ctx.connect()
     session_id = ctx.job.id
-    await start_conversation(
+    conversation = await start_conversation(
         ctx.room,
         settings,
         vad=ctx.proc.userdata.get("vad"),
         observers=[ledger_observer(ledger, room=ctx.room.name, session_id=session_id)],
     )
+    # When the user leaves, the session closes; end the job too instead of idling in the room until
+    # livekit-server times the agent out (which it reports as a failed job).
+    conversation.session.on("close", lambda _ev: ctx.shutdown(reason="conversation ended"))
