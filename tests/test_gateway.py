@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import AsyncIterator
 
 import pytest
 
@@ -19,6 +21,15 @@ async def server():
         yield srv
 
 
+@contextlib.asynccontextmanager
+async def opened(url: str, **kw) -> AsyncIterator[McpGateway]:
+    gw = make_gateway(url, **kw)
+    try:
+        yield gw
+    finally:
+        await gw.aclose()
+
+
 def make_gateway(url: str, **kw) -> McpGateway:
     opts = dict(url=url, call_timeout_s=2.0, connect_timeout_s=2.0, retry_delay_s=0.01)
     opts.update(kw)
@@ -27,11 +38,8 @@ def make_gateway(url: str, **kw) -> McpGateway:
 
 async def test_search_returns_validated_sources(server: FakeMcpServer) -> None:
     server.behaviour.results = [synthetic_source(1, unknown_field="x", date="2004-11-15")]
-    gw = make_gateway(server.url)
-    try:
+    async with opened(server.url) as gw:
         result = await gw.search({"query": "  derecho sintético  "})
-    finally:
-        await gw.aclose()
     assert [s.citation for s in result.sources] == ["Ley Sintética de Prueba, artículo 1"]
     assert result.sources[0].public_dict().keys() == {"title", "citation", "excerpt", "date"}
     assert server.queries == ["derecho sintético"]  # trimmed before sending
@@ -39,36 +47,27 @@ async def test_search_returns_validated_sources(server: FakeMcpServer) -> None:
 
 
 async def test_one_session_is_reused_across_calls(server: FakeMcpServer) -> None:
-    gw = make_gateway(server.url)
-    try:
+    async with opened(server.url) as gw:
         await asyncio.gather(*(gw.search({"query": f"q{i}"}) for i in range(5)))
         await gw.search({"query": "again"})
-    finally:
-        await gw.aclose()
     assert gw.connects == 1
     assert server.tool_calls_started == 6
 
 
 async def test_bearer_token_on_every_request(server: FakeMcpServer) -> None:
     server.behaviour.token = "s3cret"
-    gw = make_gateway(server.url, token="s3cret")
-    try:
+    async with opened(server.url, token="s3cret") as gw:
         await gw.search({"query": "uno"})
         await gw.search({"query": "dos"})
-    finally:
-        await gw.aclose()
     assert server.auth_headers == ["Bearer s3cret", "Bearer s3cret"]
 
 
 async def test_auth_failure_makes_exactly_one_request_and_no_retry(server: FakeMcpServer) -> None:
-    gw = make_gateway(server.url, token="right")
-    try:
+    async with opened(server.url, token="right") as gw:
         await gw.connect()
         server.behaviour.call_faults = [401, 401, 401]
         with pytest.raises(GatewayError) as info:
             await gw.search({"query": "uno"})
-    finally:
-        await gw.aclose()
     assert info.value.kind == "auth"
     assert server.tool_call_posts == 1
     assert server.auth_headers == ["Bearer right"]  # never an anonymous retry
@@ -76,19 +75,15 @@ async def test_auth_failure_makes_exactly_one_request_and_no_retry(server: FakeM
 
 async def test_auth_failure_at_connect_is_reported_as_auth(server: FakeMcpServer) -> None:
     server.behaviour.token = "right"
-    gw = make_gateway(server.url, token="wrong")
-    try:
+    async with opened(server.url, token="wrong") as gw:
         with pytest.raises(GatewayError) as info:
             await gw.search({"query": "uno"})
-    finally:
-        await gw.aclose()
     assert info.value.kind == "auth"
     assert gw.connects == 1
 
 
 async def test_transient_5xx_is_retried_once(server: FakeMcpServer) -> None:
-    gw = make_gateway(server.url)
-    try:
+    async with opened(server.url) as gw:
         await gw.connect()
         server.behaviour.call_faults = [503]
         result = await gw.search({"query": "uno"})
@@ -96,42 +91,33 @@ async def test_transient_5xx_is_retried_once(server: FakeMcpServer) -> None:
         server.behaviour.call_faults = [502, 502, 502]
         with pytest.raises(GatewayError) as info:
             await gw.search({"query": "dos"})
-    finally:
-        await gw.aclose()
     assert info.value.kind == "transport"
     assert server.tool_call_posts == 2 + 2  # one retry each, never more
 
 
 async def test_timeout_is_retried_once_then_fails(server: FakeMcpServer) -> None:
     server.behaviour.delay_s = 1.0
-    gw = make_gateway(server.url, call_timeout_s=0.2)
-    try:
+    async with opened(server.url, call_timeout_s=0.2) as gw:
         with pytest.raises(GatewayError) as info:
             await gw.search({"query": "lento"})
-    finally:
-        await gw.aclose()
     assert info.value.kind == "timeout"
     assert server.tool_calls_started == 2
 
 
 async def test_dead_server_is_a_transport_error_and_reconnects_when_back() -> None:
     srv = FakeMcpServer()
-    gw = make_gateway(srv.url)
-    try:
+    async with opened(srv.url) as gw:
         with pytest.raises(GatewayError) as info:
             await gw.search({"query": "uno"})
         assert info.value.kind == "transport"
         async with srv.running():
             result = await gw.search({"query": "dos"})
             assert result.sources
-    finally:
-        await gw.aclose()
 
 
 async def test_server_restart_mid_session_reconnects() -> None:
     srv = FakeMcpServer()
-    gw = make_gateway(srv.url)
-    try:
+    async with opened(srv.url) as gw:
         async with srv.running():
             await gw.search({"query": "uno"})
         srv2 = FakeMcpServer()
@@ -140,8 +126,6 @@ async def test_server_restart_mid_session_reconnects() -> None:
             result = await gw.search({"query": "dos"})
         assert result.sources
         assert srv2.tool_calls_started == 1
-    finally:
-        await gw.aclose()
 
 
 @pytest.mark.parametrize(
@@ -185,12 +169,9 @@ async def test_contract_mismatch_is_refused_naming_the_difference(behaviour: Fak
 
 async def test_other_tool_names_are_never_sent(server: FakeMcpServer) -> None:
     server.behaviour.extra_tools = ["delete_everything"]
-    gw = make_gateway(server.url)
-    try:
+    async with opened(server.url) as gw:
         with pytest.raises(GatewayError) as info:
             await gw.search({"query": "uno"}, tool_name="delete_everything")
-    finally:
-        await gw.aclose()
     assert info.value.kind == "invalid_arguments"
     assert server.tool_call_posts == 0
 
@@ -208,47 +189,35 @@ async def test_other_tool_names_are_never_sent(server: FakeMcpServer) -> None:
     ],
 )
 async def test_bad_arguments_never_reach_the_server(server: FakeMcpServer, arguments: object) -> None:
-    gw = make_gateway(server.url)
-    try:
+    async with opened(server.url) as gw:
         with pytest.raises(GatewayError) as info:
             await gw.search(arguments)
-    finally:
-        await gw.aclose()
     assert info.value.kind == "invalid_arguments"
     assert server.tool_call_posts == 0
 
 
 async def test_is_error_is_a_failure_even_on_http_200(server: FakeMcpServer) -> None:
     server.behaviour.is_error = True
-    gw = make_gateway(server.url)
-    try:
+    async with opened(server.url) as gw:
         with pytest.raises(GatewayError) as info:
             await gw.search({"query": "uno"})
-    finally:
-        await gw.aclose()
     assert info.value.kind == "tool_error"
     assert server.tool_calls_started == 1  # not retried
 
 
 async def test_empty_results_are_a_valid_no_sources_answer(server: FakeMcpServer) -> None:
     server.behaviour.results = []
-    gw = make_gateway(server.url)
-    try:
+    async with opened(server.url) as gw:
         result = await gw.search({"query": "nada"})
-    finally:
-        await gw.aclose()
     assert result.sources == []
 
 
 async def test_only_invalid_sources_fail_the_search(server: FakeMcpServer) -> None:
     server.behaviour.output_schema = {"type": "object"}  # let bad items past the SDK's own check
     server.behaviour.results = [{"title": "sin cita"}, synthetic_source(2, official_source_url="javascript:alert(1)")]
-    gw = make_gateway(server.url)
-    try:
+    async with opened(server.url) as gw:
         with pytest.raises(GatewayError) as info:
             await gw.search({"query": "uno"})
-    finally:
-        await gw.aclose()
     assert info.value.kind == "invalid_result"
 
 
@@ -288,8 +257,7 @@ async def test_breaker_opens_after_three_failures_and_fails_fast() -> None:
 
 async def test_cancelling_a_search_sends_notifications_cancelled(server: FakeMcpServer) -> None:
     server.behaviour.delay_s = 5.0
-    gw = make_gateway(server.url, call_timeout_s=8.0)
-    try:
+    async with opened(server.url, call_timeout_s=8.0) as gw:
         await gw.connect()
         task = asyncio.create_task(gw.search({"query": "lento"}))
         await asyncio.wait_for(server.call_started.wait(), 5)
@@ -302,8 +270,6 @@ async def test_cancelling_a_search_sends_notifications_cancelled(server: FakeMcp
         assert gw.breaker.state.name == "CLOSED"
         server.behaviour.delay_s = 0
         assert (await gw.search({"query": "después"})).sources  # the session survived the cancel
-    finally:
-        await gw.aclose()
 
 
 def test_tool_name_constant() -> None:
