@@ -1,0 +1,325 @@
+/**
+ * App's microphone handling, end to end through its own Start/Stop logic:
+ *  - a permission prompt answered after Stop releases the track and does not revive the session;
+ *  - a refused permission shows a Spanish notice (data-testid mic-error) and typed questions still work.
+ *
+ * Mocked at the module boundaries only: `acquireMicrophone` (so the prompt can be held open), `fetch`
+ * (the token service), livekit-client's `Room` (no network) and @livekit/components-react (LiveKitRoom
+ * and the hooks that need a real room). Everything in App.tsx and the rest of session.ts runs for real.
+ */
+import { act, cleanup, fireEvent, render, screen } from '@testing-library/react';
+import type { LocalAudioTrack } from 'livekit-client';
+import type { ReactNode } from 'react';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+
+import { App } from './App';
+import { acquireMicrophone, type MicrophoneResult } from './session';
+
+interface FakeRoom {
+  state: string;
+  disconnect: ReturnType<typeof vi.fn>;
+  localParticipant: {
+    trackPublications: Map<string, { track?: { stop: () => void } }>;
+    publishTrack: ReturnType<typeof vi.fn>;
+  };
+  simulateConnected(): void;
+}
+
+interface LiveKitRoomProps {
+  serverUrl: string;
+  token: string;
+  connect: boolean;
+  onConnected?: () => void;
+  children?: ReactNode;
+}
+
+const h = vi.hoisted(() => ({
+  rooms: [] as FakeRoom[],
+  liveKitRoomRenders: [] as LiveKitRoomProps[],
+  send: vi.fn(async (_text: string) => undefined),
+  realAcquireMicrophone: null as unknown as () => Promise<unknown>,
+}));
+
+vi.mock('./session', async (importOriginal) => {
+  const actual = await importOriginal<typeof import('./session')>();
+  h.realAcquireMicrophone = actual.acquireMicrophone;
+  return { ...actual, acquireMicrophone: vi.fn(actual.acquireMicrophone) };
+});
+
+vi.mock('livekit-client', async (importOriginal) => {
+  const actual = await importOriginal<typeof import('livekit-client')>();
+  class Room {
+    state: string = actual.ConnectionState.Disconnected;
+    remoteParticipants = new Map();
+    localParticipant = { trackPublications: new Map(), publishTrack: vi.fn(async () => undefined) };
+    disconnect = vi.fn(async () => undefined);
+    private handlers = new Map<string, Set<(...args: unknown[]) => void>>();
+    constructor() {
+      h.rooms.push(this as unknown as FakeRoom);
+    }
+    on(event: string, fn: (...args: unknown[]) => void) {
+      if (!this.handlers.has(event)) this.handlers.set(event, new Set());
+      this.handlers.get(event)!.add(fn);
+      return this;
+    }
+    off(event: string, fn: (...args: unknown[]) => void) {
+      this.handlers.get(event)?.delete(fn);
+      return this;
+    }
+    registerTextStreamHandler() {}
+    unregisterTextStreamHandler() {}
+    simulateConnected() {
+      this.state = actual.ConnectionState.Connected;
+      for (const fn of [...(this.handlers.get(actual.RoomEvent.Connected) ?? [])]) fn();
+    }
+  }
+  return { ...actual, Room };
+});
+
+vi.mock('@livekit/components-react', () => {
+  const nothing = () => null;
+  return {
+    LiveKitRoom: (props: LiveKitRoomProps) => {
+      h.liveKitRoomRenders.push(props);
+      return <div data-testid="livekit-room">{props.children}</div>;
+    },
+    BarVisualizer: nothing,
+    RoomAudioRenderer: nothing,
+    StartAudio: nothing,
+    useVoiceAssistant: () => ({ state: 'listening', agent: undefined, audioTrack: undefined, agentAttributes: {} }),
+    useTranscriptions: () => [],
+    useChat: () => ({ send: h.send, chatMessages: [], isSending: false }),
+    useLocalParticipant: () => ({ localParticipant: { identity: 'usuario' } }),
+  };
+});
+
+const SESSION = { url: 'ws://127.0.0.1:7880', token: 'tok', room: 'sala', identity: 'usuario' };
+
+const PERMISSION_DENIED_MESSAGE =
+  'El navegador no permite usar el micrófono. Puede escribir sus preguntas abajo, o permitir el micrófono ' +
+  'en la configuración del sitio y volver a empezar.';
+
+function deferred<T>() {
+  let resolve!: (value: T) => void;
+  const promise = new Promise<T>((r) => {
+    resolve = r;
+  });
+  return { promise, resolve };
+}
+
+function sessionResponse(): Response {
+  return new Response(JSON.stringify(SESSION), { status: 200, headers: { 'Content-Type': 'application/json' } });
+}
+
+function fakeTrack() {
+  return { stop: vi.fn() } as unknown as LocalAudioTrack & { stop: ReturnType<typeof vi.fn> };
+}
+
+/** Let pending promise chains (and the state updates they cause) run. */
+async function settle() {
+  await act(async () => {
+    for (let i = 0; i < 5; i++) await new Promise((r) => setTimeout(r, 0));
+  });
+}
+
+let fetchMock: ReturnType<typeof vi.fn>;
+
+beforeEach(() => {
+  h.rooms.length = 0;
+  h.liveKitRoomRenders.length = 0;
+  h.send.mockClear();
+  vi.mocked(acquireMicrophone).mockReset();
+  vi.mocked(acquireMicrophone).mockImplementation(h.realAcquireMicrophone as typeof acquireMicrophone);
+  fetchMock = vi.fn(async () => sessionResponse());
+  vi.stubGlobal('fetch', fetchMock);
+});
+
+afterEach(() => {
+  cleanup();
+  vi.unstubAllGlobals();
+});
+
+describe('App: a microphone prompt answered after Stop', () => {
+  it('releases the track and does not revive the session when Stop came while the room was up', async () => {
+    const mic = deferred<MicrophoneResult>();
+    vi.mocked(acquireMicrophone).mockReturnValue(mic.promise);
+    render(<App />);
+
+    fireEvent.click(screen.getByTestId('start-button'));
+    await settle();
+    expect(acquireMicrophone).toHaveBeenCalledTimes(1);
+    expect(fetchMock).toHaveBeenCalledTimes(1);
+    expect(h.rooms).toHaveLength(1);
+    expect(screen.getByTestId('livekit-room')).toBeTruthy();
+    const room = h.rooms[0]!;
+
+    fireEvent.click(screen.getByTestId('stop-button'));
+    expect(room.disconnect).toHaveBeenCalled();
+    expect(screen.getByTestId('start-button')).toBeTruthy();
+    expect(screen.queryByTestId('livekit-room')).toBeNull();
+    const rendersAtStop = h.liveKitRoomRenders.length;
+
+    // The person now answers the browser's prompt with "allow".
+    const track = fakeTrack();
+    await act(async () => mic.resolve({ ok: true, track }));
+    await settle();
+    // Released at once, not left recording until the old room happens to report something.
+    expect(track.stop).toHaveBeenCalledTimes(1);
+
+    // Even if the (stopped) room later reports "connected", nothing is published.
+    await act(async () => room.simulateConnected());
+    await settle();
+
+    expect(track.stop).toHaveBeenCalledTimes(1);
+    expect(room.localParticipant.publishTrack).not.toHaveBeenCalled();
+    expect(screen.getByTestId('start-button')).toBeTruthy();
+    expect(screen.queryByTestId('stop-button')).toBeNull();
+    expect(screen.queryByTestId('livekit-room')).toBeNull();
+    expect(h.liveKitRoomRenders.length).toBe(rendersAtStop);
+    expect(h.rooms).toHaveLength(1);
+    expect(fetchMock).toHaveBeenCalledTimes(1);
+    expect(screen.queryByTestId('mic-error')).toBeNull();
+  });
+
+  it('releases the track and never connects when Stop (Cancelar) came before the token arrived', async () => {
+    const mic = deferred<MicrophoneResult>();
+    vi.mocked(acquireMicrophone).mockReturnValue(mic.promise);
+    const token = deferred<Response>();
+    fetchMock.mockImplementation(() => token.promise);
+    render(<App />);
+
+    fireEvent.click(screen.getByTestId('start-button'));
+    await settle();
+    expect(screen.getByTestId('stop-button').textContent).toBe('Cancelar');
+
+    fireEvent.click(screen.getByTestId('stop-button'));
+    expect(screen.getByTestId('start-button')).toBeTruthy();
+
+    // The token service answers late, then the prompt is allowed: the session must stay ended.
+    await act(async () => token.resolve(sessionResponse()));
+    await settle();
+    const track = fakeTrack();
+    await act(async () => mic.resolve({ ok: true, track }));
+    await settle();
+
+    expect(track.stop).toHaveBeenCalledTimes(1);
+    expect(h.rooms).toHaveLength(0);
+    expect(h.liveKitRoomRenders).toHaveLength(0);
+    expect(screen.getByTestId('start-button')).toBeTruthy();
+    expect(screen.queryByTestId('stop-button')).toBeNull();
+    expect(screen.queryByRole('alert')).toBeNull();
+  });
+
+  it('a track allowed before Stop but still waiting for the room is released, not published', async () => {
+    const mic = deferred<MicrophoneResult>();
+    vi.mocked(acquireMicrophone).mockReturnValue(mic.promise);
+    render(<App />);
+
+    fireEvent.click(screen.getByTestId('start-button'));
+    await settle();
+    const room = h.rooms[0]!;
+    const track = fakeTrack();
+    // Allowed while the room is still connecting: the track waits for "connected" before publishing.
+    await act(async () => mic.resolve({ ok: true, track }));
+    await settle();
+    expect(track.stop).not.toHaveBeenCalled();
+
+    fireEvent.click(screen.getByTestId('stop-button'));
+    // The connection attempt that was already under way completes after Stop.
+    await act(async () => room.simulateConnected());
+    await settle();
+
+    expect(room.localParticipant.publishTrack).not.toHaveBeenCalled();
+    expect(track.stop).toHaveBeenCalled();
+    expect(screen.getByTestId('start-button')).toBeTruthy();
+    expect(screen.queryByTestId('livekit-room')).toBeNull();
+    expect(screen.queryByTestId('mic-error')).toBeNull();
+  });
+
+  it('a refusal answered after Stop shows no microphone notice', async () => {
+    const mic = deferred<MicrophoneResult>();
+    vi.mocked(acquireMicrophone).mockReturnValue(mic.promise);
+    render(<App />);
+
+    fireEvent.click(screen.getByTestId('start-button'));
+    await settle();
+    fireEvent.click(screen.getByTestId('stop-button'));
+    await act(async () => mic.resolve({ ok: false, message: PERMISSION_DENIED_MESSAGE }));
+    await settle();
+
+    expect(screen.queryByTestId('mic-error')).toBeNull();
+    expect(screen.getByTestId('start-button')).toBeTruthy();
+  });
+
+  it('control: a prompt allowed while the session is live publishes the track and keeps it running', async () => {
+    const mic = deferred<MicrophoneResult>();
+    vi.mocked(acquireMicrophone).mockReturnValue(mic.promise);
+    render(<App />);
+
+    fireEvent.click(screen.getByTestId('start-button'));
+    await settle();
+    const room = h.rooms[0]!;
+    const track = fakeTrack();
+    await act(async () => mic.resolve({ ok: true, track }));
+    await act(async () => room.simulateConnected());
+    await settle();
+
+    expect(room.localParticipant.publishTrack).toHaveBeenCalledWith(track);
+    expect(track.stop).not.toHaveBeenCalled();
+    expect(screen.getByTestId('stop-button').textContent).toBe('Detener');
+  });
+});
+
+describe('App: microphone permission denied', () => {
+  let getUserMedia: ReturnType<typeof vi.fn>;
+
+  beforeEach(() => {
+    // The real acquireMicrophone → livekit-client createLocalAudioTrack → getUserMedia, refused by the browser.
+    getUserMedia = vi.fn(async () => {
+      throw new DOMException('Permission denied', 'NotAllowedError');
+    });
+    vi.stubGlobal('navigator', Object.assign(Object.create(navigator), { mediaDevices: { getUserMedia } }));
+  });
+
+  it('shows the Spanish notice and typed questions still work once connected', async () => {
+    render(<App />);
+
+    fireEvent.click(screen.getByTestId('start-button'));
+    await settle();
+
+    expect(getUserMedia).toHaveBeenCalled();
+    const notice = screen.getByTestId('mic-error');
+    expect(notice.textContent).toBe(PERMISSION_DENIED_MESSAGE);
+    expect(notice.getAttribute('role')).toBe('alert');
+    // The session itself goes on: no session error, the room is up and not torn down.
+    expect(screen.getByTestId('stop-button').textContent).toBe('Detener');
+    const room = h.rooms[0]!;
+    expect(room.disconnect).not.toHaveBeenCalled();
+
+    // The room connects (LiveKitRoom reports it).
+    const props = h.liveKitRoomRenders.at(-1)!;
+    expect(props.connect).toBe(true);
+    expect(props.serverUrl).toBe(SESSION.url);
+    expect(props.token).toBe(SESSION.token);
+    await act(async () => {
+      room.simulateConnected();
+      props.onConnected?.();
+    });
+    await settle();
+
+    const input = screen.getByTestId('chat-input') as HTMLInputElement;
+    expect(input.disabled).toBe(false);
+    fireEvent.change(input, { target: { value: '¿Qué plazo tiene una apelación?' } });
+    const sendButton = screen.getByTestId('chat-send') as HTMLButtonElement;
+    expect(sendButton.disabled).toBe(false);
+    fireEvent.click(sendButton);
+    await settle();
+
+    expect(h.send).toHaveBeenCalledWith('¿Qué plazo tiene una apelación?');
+    expect(input.value).toBe('');
+    // Still denied, still said, and nothing was published.
+    expect(screen.getByTestId('mic-error').textContent).toBe(PERMISSION_DENIED_MESSAGE);
+    expect(room.localParticipant.publishTrack).not.toHaveBeenCalled();
+    expect(screen.getByTestId('stop-button')).toBeTruthy();
+  });
+});
