@@ -17,6 +17,8 @@ import pytest
 from livekit.agents import AgentSession
 from livekit.agents.voice.room_io import TextInputEvent
 from livekit.plugins import openai
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from agent.assistant import LexvozAgent, make_text_input_cb
 from agent.conversation import build_realtime_model
@@ -24,6 +26,7 @@ from agent.evidence import EvidencePublisher
 from agent.gateway import GatewayOptions, McpGateway
 from agent.research import DISCARDED_OUTPUT, ResearchSession
 from agent.settings import Settings
+from agent.telemetry import setup_tracing
 from realtime_standin import GREETING, RealtimeStandIn
 from tests.mcp_fixture import FakeMcpServer, synthetic_source
 from tests.test_research import RecordingParticipant
@@ -228,3 +231,32 @@ async def test_a_call_dropped_by_the_framework_is_still_answered(
     assert mcp.tool_calls_started == 0
     assert rig.room.messages == []
     assert call["item"]["call_id"] in rig.research.discarded_call_ids
+
+
+async def test_tool_span_sits_inside_livekit_turn_spans(
+    standin: RealtimeStandIn, http: aiohttp.ClientSession, mcp: FakeMcpServer
+) -> None:
+    exporter = InMemorySpanExporter()
+
+    class _NoOtlp:
+        otlp_endpoint = None
+
+    provider = setup_tracing(_NoOtlp(), span_processors=[SimpleSpanProcessor(exporter)])
+    assert provider is not None
+    async with Rig(mcp.url, standin, http, greet=False):
+        await standin.inject_user_turn("pregunta con trazas")
+        await standin.wait_for_client_event(
+            "conversation.item.create", lambda e: e["item"]["type"] == "function_call_output", timeout=10
+        )
+    provider.force_flush()
+    spans = exporter.get_finished_spans()
+    by_id = {s.context.span_id: s for s in spans}
+    tool = next(s for s in spans if s.name == "voice.mcp.tool_call")
+    ancestors = []
+    parent = tool.parent
+    while parent is not None and parent.span_id in by_id:
+        ancestors.append(by_id[parent.span_id].name)
+        parent = by_id[parent.span_id].parent
+    assert ancestors, "the tool span has no parent: LiveKit's tracer hook is not wired"
+    assert ancestors[:2] == ["function_tool", "agent_turn"], ancestors  # inside LiveKit's own turn spans
+    assert "pregunta con trazas" not in repr([dict(s.attributes or {}) for s in spans if s.name.startswith("voice.")])
