@@ -13,6 +13,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -89,6 +90,14 @@ def start(
     return proc
 
 
+def media_ports(port: int) -> range:
+    """The UDP ports livekit-server uses for media when signalling on `port` (livekit.yaml's for 7880)."""
+    if port == 7880:
+        return range(50_000, 50_101)
+    start = 50_200 + (port % 50) * 40
+    return range(start, start + 40)
+
+
 def local_config(port: int = 7880) -> Path:
     """livekit.yaml as run on a developer's machine: media on loopback only, on the given ports.
 
@@ -97,13 +106,11 @@ def local_config(port: int = 7880) -> Path:
     address of the machine. Other ports let tests run beside a `make run` stack without colliding.
     """
     text = CONFIG.read_text()
-    udp_start = 50000 if port == 7880 else 50200 + (port % 50) * 40
+    udp = media_ports(port)
     text = re.sub(r"(?m)^port: \d+", f"port: {port}", text)
     text = re.sub(r"(?m)^(\s+)tcp_port: \d+", rf"\g<1>tcp_port: {port + 1}", text)
-    text = re.sub(r"(?m)^(\s+)port_range_start: \d+", rf"\g<1>port_range_start: {udp_start}", text)
-    text = re.sub(
-        r"(?m)^(\s+)port_range_end: \d+", rf"\g<1>port_range_end: {udp_start + (100 if port == 7880 else 39)}", text
-    )
+    text = re.sub(r"(?m)^(\s+)port_range_start: \d+", rf"\g<1>port_range_start: {udp.start}", text)
+    text = re.sub(r"(?m)^(\s+)port_range_end: \d+", rf"\g<1>port_range_end: {udp.stop - 1}", text)
     text = re.sub(
         r"(?m)^rtc:\n", "rtc:\n  interfaces:\n    includes: [lo]\n  ips:\n    includes: [127.0.0.1/8]\n", text
     )
@@ -113,17 +120,24 @@ def local_config(port: int = 7880) -> Path:
     return Path(name)
 
 
-def wait_http(url: str, proc: subprocess.Popen[bytes] | None = None, *, timeout: float = 30) -> None:
+def wait_http(
+    url: str, proc: subprocess.Popen[bytes] | None = None, *, timeout: float = 30, ok_only: bool = False
+) -> None:
+    """Return once `url` answers (below 500; exactly 200 with `ok_only`); fail early if `proc` exits."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc is not None and proc.poll() is not None:
-            raise RuntimeError(f"process exited with code {proc.returncode} before {url} answered")
+            raise RuntimeError(f"exited with code {proc.returncode} before {url} answered")
         try:
-            with urllib.request.urlopen(url, timeout=1) as resp:
-                if resp.status < 500:
+            with urllib.request.urlopen(url, timeout=2) as resp:
+                if resp.status == 200 or not ok_only:
                     return
+        except urllib.error.HTTPError as exc:
+            if not ok_only and exc.code < 500:
+                return
         except OSError:
-            time.sleep(0.1)
+            pass
+        time.sleep(0.2)
     raise TimeoutError(f"{url} did not answer within {timeout:.0f} s")
 
 

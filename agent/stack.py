@@ -179,7 +179,7 @@ class Stack:
     def _wait(self, url: str, name: str, *, timeout: float, ok_only: bool = False) -> None:
         child = next(c for c in self.children if c.name == name)
         try:
-            _wait_ok(url, child.proc, timeout=timeout, ok_only=ok_only)
+            livekit_server.wait_http(url, child.proc, timeout=timeout, ok_only=ok_only)
         except (TimeoutError, RuntimeError) as exc:
             tail = _tail(child.log)
             raise RuntimeError(f"{name} did not start: {exc}\n--- last lines of {child.log} ---\n{tail}") from None
@@ -225,27 +225,6 @@ def _signal(proc: subprocess.Popen[bytes], sig: int) -> None:
         os.killpg(proc.pid, sig)
     except (ProcessLookupError, PermissionError):
         proc.send_signal(sig)
-
-
-def _wait_ok(url: str, proc: subprocess.Popen[bytes], *, timeout: float, ok_only: bool) -> None:
-    import urllib.error
-    import urllib.request
-
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"exited with code {proc.returncode}")
-        try:
-            with urllib.request.urlopen(url, timeout=2) as resp:
-                if resp.status == 200 or not ok_only:
-                    return
-        except urllib.error.HTTPError as exc:
-            if not ok_only and exc.code < 500:
-                return
-        except OSError:
-            pass
-        time.sleep(0.2)
-    raise TimeoutError(f"{url} not ready after {timeout:.0f} s")
 
 
 def _wait_for_text(path: Path, needle: str, proc: subprocess.Popen[bytes], *, timeout: float) -> None:
