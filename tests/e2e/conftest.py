@@ -79,28 +79,20 @@ class E2EStack:
         return log_tails(self.log_dir)
 
 
-def log_tails(log_dir: Path, lines: int = LOG_TAIL_LINES) -> str:
+def log_tails(log_root: Path, lines: int = LOG_TAIL_LINES) -> str:
+    """The end of every child's log under `log_root`: what a failed end-to-end test needs to be read."""
     parts: list[str] = []
-    for path in sorted(log_dir.glob("*.log")):
+    for path in sorted(log_root.rglob("*.log")):
         try:
             tail = path.read_text(errors="replace").splitlines()[-lines:]
         except OSError as exc:
             tail = [f"(unreadable: {exc})"]
-        parts.append(f"--- last {lines} lines of {path.name} ---\n" + "\n".join(tail))
+        parts.append(f"--- last {lines} lines of {path.relative_to(log_root)} ---\n" + "\n".join(tail))
     return "\n".join(parts) or "(no logs)"
 
 
-def _tcp_free(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
-
-
-def _udp_free(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+def _bindable(port: int, kind: socket.SocketKind = socket.SOCK_STREAM) -> bool:
+    with socket.socket(socket.AF_INET, kind) as s:
         try:
             s.bind(("127.0.0.1", port))
         except OSError:
@@ -117,15 +109,17 @@ def free_port() -> int:
 def livekit_port(start: int = 17_890) -> int:
     """A port P with P and P+1 (RTC over TCP) free, and the UDP range livekit_server derives from P free.
 
-    The range is 40 ports at 50200 + (P % 50) * 40, so two stacks only share UDP ports when their
-    signalling ports agree modulo 50; checking the whole range avoids that too. 7880 (the default
-    local stack) is never picked.
+    Two stacks only share UDP ports when their signalling ports agree modulo 50; checking the whole
+    range avoids that too. Ports that share 7880's residue (the default local stack) are never picked.
     """
     for port in range(start, start + 500):
         if port % 50 == 7880 % 50:
             continue
-        udp_start = 50_200 + (port % 50) * 40
-        if _tcp_free(port) and _tcp_free(port + 1) and all(_udp_free(p) for p in range(udp_start, udp_start + 40)):
+        if (
+            _bindable(port)
+            and _bindable(port + 1)
+            and all(_bindable(p, socket.SOCK_DGRAM) for p in livekit_server.media_ports(port))
+        ):
             return port
     raise RuntimeError("no free port for livekit-server")
 

@@ -48,6 +48,8 @@ from agent import livekit_server
 from agent.stack import Stack, StackOptions
 from tests.mcp_fixture import FakeMcpBehaviour, FakeMcpServer, synthetic_source
 
+from .conftest import livekit_port, log_tails
+
 pytestmark = pytest.mark.e2e
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -97,32 +99,6 @@ def _require_browser_tools() -> None:
         pytest.skip(f"livekit-server not available (`make livekit-server`): {exc}")
 
 
-def _bindable(port: int, kind: socket.SocketKind = socket.SOCK_STREAM) -> bool:
-    with socket.socket(socket.AF_INET, kind) as s:
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
-
-
-def _livekit_port(start: int = 18_880) -> int:
-    """A signalling port P with P+1 (RTC over TCP) and the UDP range livekit_server derives from P free.
-
-    The range is 40 ports at 50200 + (P % 50) * 40; checking it keeps two stacks (say, another test
-    run) from sharing media ports.
-    """
-    for port in range(start, start + 500):
-        udp_start = 50_200 + (port % 50) * 40
-        if (
-            _bindable(port)
-            and _bindable(port + 1)
-            and all(_bindable(p, socket.SOCK_DGRAM) for p in range(udp_start, udp_start + 40))
-        ):
-            return port
-    raise RuntimeError("no free port for livekit-server")
-
-
 def _free_ports(count: int, *, avoid: set[int]) -> list[int]:
     """`count` distinct free loopback ports from the kernel, none of them in `avoid`."""
     ports: list[int] = []
@@ -162,18 +138,6 @@ def _write_wav(path: Path, *, tone: bool) -> Path:
 # the stack and its worker
 
 
-def _log_tails(log_root: Path) -> str:
-    """The end of every child's log under `log_root`: what a failed end-to-end test needs to be read."""
-    parts = []
-    for path in sorted(log_root.rglob("*.log")):
-        try:
-            tail = path.read_text(errors="replace").splitlines()[-LOG_TAIL_LINES:]
-        except OSError as exc:
-            tail = [f"(unreadable: {exc})"]
-        parts.append(f"--- last lines of {path.relative_to(log_root)} ---\n" + "\n".join(tail))
-    return "\n".join(parts) or "(no logs)"
-
-
 @dataclass
 class BrowserStack:
     """The running stack without a worker; each scenario starts the worker it needs."""
@@ -188,7 +152,7 @@ class BrowserStack:
         return self.base / "log"
 
     def log_tails(self) -> str:
-        return _log_tails(self.log_root)
+        return log_tails(self.log_root, LOG_TAIL_LINES)
 
     @contextlib.contextmanager
     def worker(self, name: str, env: dict[str, str] | None = None) -> Iterator[None]:
@@ -215,7 +179,7 @@ class BrowserStack:
 def browser_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrowserStack]:
     _require_browser_tools()
     base = tmp_path_factory.mktemp("lexvoz-browser")
-    lk_port = _livekit_port()
+    lk_port = livekit_port(18_880)
     search_port, web_port, standin_port = _free_ports(3, avoid={lk_port, lk_port + 1})
     options = StackOptions(
         livekit_port=lk_port,
@@ -234,7 +198,7 @@ def browser_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrowserS
     try:
         stack.start()
     except Exception as exc:  # Stack.start has already stopped what it started
-        pytest.fail(f"the Lexvoz stack did not start: {exc}\n{_log_tails(base / 'log')}", pytrace=False)
+        pytest.fail(f"the Lexvoz stack did not start: {exc}\n{log_tails(base / 'log', LOG_TAIL_LINES)}", pytrace=False)
     ARTIFACTS.mkdir(exist_ok=True)
     running = BrowserStack(
         stack=stack,
