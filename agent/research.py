@@ -150,28 +150,26 @@ class ResearchSession:
         try:
             result = await self.turns.run_in_turn(turn, self._searcher.search(arguments))
         except StaleTurn:
-            self.discarded_call_ids.add(call_id)
-            await self._publisher.publish(Discarded(call_id=call_id, turn=turn))
-            self._notify(ToolEvent(call_id, turn, query, "discarded", _ms(started)))
-            return DISCARDED_OUTPUT, "discarded"
+            return await self._discard(call_id, turn, query, started)
         except GatewayError as exc:
             if self.turns.current > turn:  # failed after the user moved on: still stale, never shown
-                self.discarded_call_ids.add(call_id)
-                await self._publisher.publish(Discarded(call_id=call_id, turn=turn))
-                self._notify(ToolEvent(call_id, turn, query, "discarded", _ms(started)))
-                return DISCARDED_OUTPUT, "discarded"
+                return await self._discard(call_id, turn, query, started)
             await self._fail(call_id, turn, query, exc.kind, started, exc.duration_ms)
         finally:
             if watch is not None:
                 watch.cancel()
         if self.turns.current > turn:
-            self.discarded_call_ids.add(call_id)
-            await self._publisher.publish(Discarded(call_id=call_id, turn=turn))
-            self._notify(ToolEvent(call_id, turn, query, "discarded", _ms(started)))
-            return DISCARDED_OUTPUT, "discarded"
+            return await self._discard(call_id, turn, query, started)
         await self._publisher.publish(Completed.of(call_id, turn, result.duration_ms, result.sources))
         self._notify(ToolEvent(call_id, turn, query, "completed", result.duration_ms, sources=tuple(result.sources)))
         return model_output(result.sources), "completed"
+
+    async def _discard(self, call_id: str, turn: int, query: str, started: float) -> tuple[str, str]:
+        """The user moved on: answer the call, tell the room it was discarded, never show its evidence."""
+        self.discarded_call_ids.add(call_id)
+        await self._publisher.publish(Discarded(call_id=call_id, turn=turn))
+        self._notify(ToolEvent(call_id, turn, query, "discarded", _ms(started)))
+        return DISCARDED_OUTPUT, "discarded"
 
     async def _fail(
         self, call_id: str, turn: int, query: str, reason: str, started: float, duration_ms: float | None = None
