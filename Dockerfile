@@ -25,6 +25,7 @@ WORKDIR /src
 COPY pyproject.toml README* ./
 COPY agent/ agent/
 COPY panama_law/ panama_law/
+COPY realtime_standin/ realtime_standin/
 RUN pip install .
 
 # --- 3. runtime ----------------------------------------------------------------------------------
@@ -38,11 +39,10 @@ RUN groupadd --system --gid 10001 lexvoz \
     && chown -R lexvoz:lexvoz /app /data /tmp/lexvoz-prometheus
 WORKDIR /app
 COPY --from=builder /opt/venv /opt/venv
-# The source sits in /app as well, so `python -m agent` run from /app resolves files next to the
-# package (web/dist) the same way as in a checkout.
-COPY --chown=lexvoz:lexvoz agent/ agent/
-COPY --chown=lexvoz:lexvoz panama_law/ panama_law/
-COPY --from=web --chown=lexvoz:lexvoz /web/dist web/dist
+# Files outside the Python package are found through settings, so the source is installed once (in the
+# venv) and only the page build and livekit.yaml's template sit beside it.
+COPY --from=web --chown=lexvoz:lexvoz /web/dist /app/web/dist
+ENV LEXVOZ_WEB_DIST=/app/web/dist
 # the ledger (/app/var, agent) and the search index (/data, search) are volumes in docker-compose.yml
 USER lexvoz
 EXPOSE 8080 8765

@@ -35,23 +35,23 @@ def main(argv: list[str] | None = None) -> int:
     if command in ("start", "console"):
         return _livekit([command, *rest])
     if command == "web":
-        from .token_service import main as web_main
+        from agent.web.service import main as web_main
 
         return web_main(rest)
     if command == "mcp-check":
-        from .mcp_check import main as check_main
+        from agent.mcp.check import main as check_main
 
         return check_main(rest)
     if command == "ledger":
-        from .ledger import ledger_main
+        from agent.ops.ledger import ledger_main
 
         return ledger_main(rest)
     if command == "livekit-server":
-        from .livekit_server import main as lk_main
+        from agent.devstack.livekit_server import main as lk_main
 
         return lk_main(rest)
     if command == "run":
-        from .stack import main as stack_main
+        from agent.devstack.stack import main as stack_main
 
         return stack_main(rest)
     print(f"unknown command {command!r}\n\n{USAGE.strip()}", file=sys.stderr)

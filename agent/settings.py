@@ -69,6 +69,11 @@ class Settings(BaseSettings):
     token_requests_per_minute: int = Field(default=10, ge=1, le=1000, alias="LEXVOZ_TOKEN_REQUESTS_PER_MINUTE")
     rehearsal: bool = Field(default=False, alias="LEXVOZ_REHEARSAL")
 
+    # Files outside the Python package, relative to the working directory (the repository's layout by
+    # default; an installed image sets them to wherever it put the files).
+    web_dist: Path = Field(default=Path("web/dist"), alias="LEXVOZ_WEB_DIST")
+    livekit_config: Path = Field(default=Path("livekit.yaml"), alias="LEXVOZ_LIVEKIT_CONFIG")
+
     @field_validator(
         "openai_api_key",
         "openai_base_url",

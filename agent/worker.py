@@ -15,13 +15,13 @@ from pathlib import Path
 from livekit.agents import AgentServer, JobContext, JobProcess
 from livekit.plugins import silero
 
-from . import metrics
-from .conversation import start_conversation
-from .ledger import EvidenceLedger
-from .observers import ledger_observer
-from .redact import RedactingFilter
-from .settings import Settings, SettingsError, get_settings
-from .telemetry import setup_tracing, shutdown_tracing
+from agent.ops import metrics
+from agent.ops.ledger import EvidenceLedger
+from agent.ops.redact import RedactingFilter
+from agent.ops.telemetry import setup_tracing, shutdown_tracing
+from agent.settings import Settings, SettingsError, get_settings
+from agent.voice.conversation import start_conversation
+from agent.voice.observers import ledger_observer
 
 logger = logging.getLogger("lexvoz.worker")
 

@@ -33,10 +33,10 @@ if str(ROOT) not in sys.path:  # `python bench/evidence.py` from the repository 
 
 from livekit import api, rtc  # noqa: E402
 
-from agent import livekit_server  # noqa: E402
 from agent.contract import Source  # noqa: E402
-from agent.evidence import TOPIC, Completed, EvidencePublisher  # noqa: E402
+from agent.devstack import livekit_server  # noqa: E402
 from agent.settings import DEV_API_KEY, DEV_API_SECRET  # noqa: E402
+from agent.voice.evidence import TOPIC, Completed, EvidencePublisher  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results" / "evidence.json"
 TARGET_P95_MS = 50.0

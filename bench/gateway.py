@@ -26,7 +26,7 @@ from mcp.client.streamable_http import streamable_http_client
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from agent.gateway import GatewayOptions, McpGateway  # noqa: E402
+from agent.mcp.gateway import GatewayOptions, McpGateway  # noqa: E402
 
 CALLS = int(os.environ.get("BENCH_CALLS", "600"))
 WARMUP = 30

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from agent.breaker import BreakerOptions, BreakerState, CircuitBreaker, CircuitOpen
+from agent.mcp.breaker import BreakerOptions, BreakerState, CircuitBreaker, CircuitOpen
 
 
 def make() -> tuple[CircuitBreaker, list[float], list[BreakerState]]:

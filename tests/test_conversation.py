@@ -20,13 +20,13 @@ from livekit.plugins import openai
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from agent.assistant import LexvozAgent, make_text_input_cb
-from agent.conversation import build_realtime_model
-from agent.evidence import EvidencePublisher
-from agent.gateway import GatewayOptions, McpGateway
-from agent.research import DISCARDED_OUTPUT, ResearchSession
+from agent.mcp.gateway import GatewayOptions, McpGateway
+from agent.ops.telemetry import setup_tracing
 from agent.settings import Settings
-from agent.telemetry import setup_tracing
+from agent.voice.assistant import LexvozAgent, make_text_input_cb
+from agent.voice.conversation import build_realtime_model
+from agent.voice.evidence import EvidencePublisher
+from agent.voice.research import DISCARDED_OUTPUT, ResearchSession
 from realtime_standin import GREETING, RealtimeStandIn
 from tests.mcp_fixture import FakeMcpServer, synthetic_source
 from tests.test_research import RecordingParticipant

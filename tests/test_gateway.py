@@ -8,9 +8,9 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from agent.breaker import BreakerOptions
 from agent.contract import TOOL_NAME
-from agent.gateway import GatewayError, GatewayOptions, McpGateway
+from agent.mcp.breaker import BreakerOptions
+from agent.mcp.gateway import GatewayError, GatewayOptions, McpGateway
 from tests.mcp_fixture import FakeMcpBehaviour, FakeMcpServer, synthetic_source
 
 

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from agent import metrics
 from agent.contract import Source
-from agent.ledger import (
+from agent.ops import metrics
+from agent.ops.ledger import (
     SCHEMA_VERSION,
     EvidenceLedger,
     LedgerEntry,
@@ -23,7 +23,7 @@ from agent.ledger import (
     read_room,
     sources_from,
 )
-from agent.redact import query_digest
+from agent.ops.redact import query_digest
 
 QUERY = "Mi cédula es 8-123-4567, ¿qué dice el artículo 72 de la Constitución?"
 EXCERPT = "Artículo 72. Se protege la maternidad de la mujer trabajadora…"

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from agent.mcp_check import check, main
+from agent.mcp.check import check, main
 from tests.mcp_fixture import FakeMcpBehaviour, FakeMcpServer, synthetic_source
 
 

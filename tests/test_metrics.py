@@ -13,7 +13,7 @@ from prometheus_client import CollectorRegistry
 from prometheus_client import multiprocess as mp
 from prometheus_client.parser import text_string_to_metric_families
 
-from agent import metrics
+from agent.ops import metrics
 
 
 def _samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -85,7 +85,7 @@ def test_counters_increment_and_scrape(port: int) -> None:
 
 _CHILD = """
 import sys
-from agent import metrics
+from agent.ops import metrics
 metrics.mcp_requests_total.inc(int(sys.argv[1]))
 metrics.mcp_tool_calls_total.labels(tool="search_panama_law", outcome="failed").inc()
 metrics.sessions_active.inc()

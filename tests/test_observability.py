@@ -13,13 +13,13 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from prometheus_client.parser import text_string_to_metric_families
 
-from agent import metrics
-from agent.evidence import EvidencePublisher
-from agent.gateway import GatewayOptions, McpGateway
-from agent.ledger import EvidenceLedger, ledger_main, read_room
-from agent.observers import count_tool_call, ledger_observer
-from agent.research import ResearchSession, ToolFailure
-from agent.telemetry import setup_tracing
+from agent.mcp.gateway import GatewayOptions, McpGateway
+from agent.ops import metrics
+from agent.ops.ledger import EvidenceLedger, ledger_main, read_room
+from agent.ops.telemetry import setup_tracing
+from agent.voice.evidence import EvidencePublisher
+from agent.voice.observers import count_tool_call, ledger_observer
+from agent.voice.research import ResearchSession, ToolFailure
 from tests.mcp_fixture import FakeMcpServer, synthetic_source
 from tests.test_research import RecordingParticipant
 

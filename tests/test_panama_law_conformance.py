@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 import uvicorn
 
-from agent.gateway import GatewayError, GatewayOptions, McpGateway
-from agent.mcp_check import check
+from agent.mcp.check import check
+from agent.mcp.gateway import GatewayError, GatewayOptions, McpGateway
 from panama_law import index
 from panama_law.search import Searcher
 from panama_law.server import ServerState, build_app

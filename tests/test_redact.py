@@ -6,7 +6,7 @@ import logging
 
 import pytest
 
-from agent.redact import RedactingFilter, query_digest, redact
+from agent.ops.redact import RedactingFilter, query_digest, redact
 
 
 @pytest.mark.parametrize(

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from agent.evidence import MAX_PACKET_BYTES, TOPIC, EvidencePublisher
-from agent.gateway import GatewayOptions, McpGateway
-from agent.research import DISCARDED_OUTPUT, ResearchSession, ToolEvent, ToolFailure
+from agent.mcp.gateway import GatewayOptions, McpGateway
+from agent.voice.evidence import MAX_PACKET_BYTES, TOPIC, EvidencePublisher
+from agent.voice.research import DISCARDED_OUTPUT, ResearchSession, ToolEvent, ToolFailure
 from tests.mcp_fixture import FakeMcpServer, synthetic_source
 
 
@@ -167,7 +167,7 @@ async def test_dead_server_fails_without_breaking_the_session() -> None:
 async def test_large_messages_go_as_text_streams() -> None:
     participant = RecordingParticipant()
     publisher = EvidencePublisher(participant)
-    from agent.evidence import Started
+    from agent.voice.evidence import Started
 
     await publisher.publish(Started(call_id="big", turn=1, query="é" * (MAX_PACKET_BYTES // 2 + 10)))
     assert participant.packets == [] and len(participant.streams) == 1
@@ -178,7 +178,7 @@ async def test_publish_failure_does_not_raise() -> None:
         async def publish_data(self, *a: Any, **k: Any) -> None:
             raise ConnectionError("room gone")
 
-    from agent.evidence import Discarded
+    from agent.voice.evidence import Discarded
 
     publisher = EvidencePublisher(Broken())
     assert await publisher.publish(Discarded(call_id="x", turn=1)) is False

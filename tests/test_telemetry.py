@@ -10,8 +10,8 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
 
-from agent import telemetry
-from agent.redact import query_digest
+from agent.ops import telemetry
+from agent.ops.redact import query_digest
 
 QUERY = "Mi cédula es 8-123-4567: ¿qué dice el artículo 72?"
 ENDPOINT = "https://lexvoz:s3cr3t-token@search.example.test:8765/mcp?token=abc123#frag"

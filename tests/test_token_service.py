@@ -18,7 +18,7 @@ from aiohttp.test_utils import TestClient, TestServer
 from livekit import api
 
 from agent.settings import Settings, get_settings
-from agent.token_service import (
+from agent.web.service import (
     ROOM_PATTERN,
     PeerRateLimiter,
     content_security_policy,

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from agent.redact import RedactingFilter
+from agent.ops.redact import RedactingFilter
 from agent.settings import get_settings
 
 

@@ -31,8 +31,8 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from agent import livekit_server
-from agent.stack import Stack, StackOptions
+from agent.devstack import livekit_server
+from agent.devstack.stack import Stack, StackOptions
 from panama_law import index as law_index
 
 REPO_ROOT = Path(__file__).resolve().parents[2]

@@ -44,8 +44,8 @@ from typing import Any
 
 import pytest
 
-from agent import livekit_server
-from agent.stack import Stack, StackOptions
+from agent.devstack import livekit_server
+from agent.devstack.stack import Stack, StackOptions
 from tests.mcp_fixture import FakeMcpBehaviour, FakeMcpServer, synthetic_source
 
 from .conftest import livekit_port, log_tails

@@ -12,7 +12,7 @@ from typing import Annotated, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .contract import FailureReason, Source
+from agent.contract import FailureReason, Source
 
 logger = logging.getLogger("lexvoz.evidence")
 

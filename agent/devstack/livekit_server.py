@@ -17,10 +17,10 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from agent.settings import get_settings
+
 VERSION = "v1.13.5"
 GO_MODULE = "github.com/livekit/livekit-server/cmd/server"
-ROOT = Path(__file__).resolve().parent.parent
-CONFIG = ROOT / "livekit.yaml"
 
 
 class LiveKitServerMissing(RuntimeError):
@@ -98,14 +98,14 @@ def media_ports(port: int) -> range:
     return range(start, start + 40)
 
 
-def local_config(port: int = 7880) -> Path:
+def local_config(port: int = 7880, template: Path | None = None) -> Path:
     """livekit.yaml as run on a developer's machine: media on loopback only, on the given ports.
 
     livekit.yaml itself also serves the Docker image, where the container's own interface must carry
     media; here ICE is restricted to `lo`, so no test or local session ever sends traffic to another
     address of the machine. Other ports let tests run beside a `make run` stack without colliding.
     """
-    text = CONFIG.read_text()
+    text = (template or get_settings().livekit_config).read_text()
     udp = media_ports(port)
     text = re.sub(r"(?m)^port: \d+", f"port: {port}", text)
     text = re.sub(r"(?m)^(\s+)tcp_port: \d+", rf"\g<1>tcp_port: {port + 1}", text)

@@ -21,7 +21,7 @@ from pathlib import Path
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 from prometheus_client import multiprocess as _mp
 
-from .contract import FAILURE_REASONS
+from agent.contract import FAILURE_REASONS
 
 __all__ = [
     "BREAKER_CLOSED",

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from . import metrics
-from .contract import TOOL_NAME
-from .ledger import EvidenceLedger, LedgerEntry, sources_from
-from .research import ToolEvent
+from agent.contract import TOOL_NAME
+from agent.ops import metrics
+from agent.ops.ledger import EvidenceLedger, LedgerEntry, sources_from
+from agent.voice.research import ToolEvent
 
 
 def count_tool_call(event: ToolEvent) -> None:

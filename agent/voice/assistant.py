@@ -11,8 +11,8 @@ from livekit.agents import Agent, AgentSession, RunContext, ToolError, function_
 from livekit.agents.voice.events import FunctionToolsExecutedEvent
 from livekit.agents.voice.room_io import TextInputEvent
 
-from .contract import INPUT_SCHEMA, TOOL_NAME
-from .research import ResearchSession, ToolFailure
+from agent.contract import INPUT_SCHEMA, TOOL_NAME
+from agent.voice.research import ResearchSession, ToolFailure
 
 logger = logging.getLogger("lexvoz.assistant")
 

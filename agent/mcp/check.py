@@ -12,7 +12,7 @@ import json
 import sys
 from typing import Any
 
-from .gateway import GatewayError, GatewayOptions, McpGateway
+from agent.mcp.gateway import GatewayError, GatewayOptions, McpGateway
 
 DEFAULT_QUERY = "¿Cuál es el idioma oficial de la República de Panamá?"
 

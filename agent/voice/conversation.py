@@ -21,14 +21,14 @@ from livekit.plugins import openai
 from openai.types.realtime import AudioTranscription
 from openai.types.realtime.realtime_audio_input_turn_detection import SemanticVad
 
-from . import metrics
-from .assistant import LexvozAgent, make_text_input_cb
-from .breaker import BreakerOptions
-from .evidence import EvidencePublisher
-from .gateway import GatewayOptions, McpGateway
-from .observers import count_tool_call
-from .research import ResearchSession, ToolEvent
-from .settings import Settings
+from agent.mcp.breaker import BreakerOptions
+from agent.mcp.gateway import GatewayOptions, McpGateway
+from agent.ops import metrics
+from agent.settings import Settings
+from agent.voice.assistant import LexvozAgent, make_text_input_cb
+from agent.voice.evidence import EvidencePublisher
+from agent.voice.observers import count_tool_call
+from agent.voice.research import ResearchSession, ToolEvent
 
 logger = logging.getLogger("lexvoz.conversation")
 

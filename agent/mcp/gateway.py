@@ -26,9 +26,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_fixed
 
-from . import metrics
-from .breaker import BreakerOptions, BreakerState, CircuitBreaker, CircuitOpen
-from .contract import (
+from agent.contract import (
     FAILURE_REASONS,
     TOOL_NAME,
     ArgumentError,
@@ -39,7 +37,9 @@ from .contract import (
     validate_arguments,
     validate_results,
 )
-from .telemetry import ATTR_TOOL_COUNT, record_error, span_connect
+from agent.mcp.breaker import BreakerOptions, BreakerState, CircuitBreaker, CircuitOpen
+from agent.ops import metrics
+from agent.ops.telemetry import ATTR_TOOL_COUNT, record_error, span_connect
 
 logger = logging.getLogger("lexvoz.gateway")
 

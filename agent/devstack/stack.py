@@ -19,10 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import livekit_server
-from .settings import DEV_API_KEY, DEV_API_SECRET
-
-ROOT = Path(__file__).resolve().parent.parent
+from agent.devstack import livekit_server
+from agent.settings import DEV_API_KEY, DEV_API_SECRET
 
 
 @dataclass
@@ -33,8 +31,8 @@ class StackOptions:
     standin_port: int = 8790
     rehearsal: bool | None = None  # None: rehearsal exactly when OPENAI_API_KEY is unset
     source: Path | None = None  # a local Constitution JSON to import instead of downloading
-    data_dir: Path = ROOT / "data"
-    log_dir: Path = ROOT / "var" / "log"
+    data_dir: Path = Path("data")
+    log_dir: Path = Path("var/log")
     agent_name: str = "lexvoz"
     api_key: str = DEV_API_KEY
     api_secret: str = DEV_API_SECRET
@@ -170,7 +168,7 @@ class Stack:
         log = self.opts.log_dir / f"{name}.log"
         with open(log, "ab") as out:  # the child keeps its own copy of the descriptor
             proc = subprocess.Popen(
-                [sys.executable, *args], cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+                [sys.executable, *args], env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
             )
         child = _Child(name, proc, log)
         self.children.append(child)
@@ -275,7 +273,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     print(
         f"\nLexvoz listo: abra {stack.web_url} en el navegador.  (Ctrl-C para detener; registros en "
-        f"{stack.opts.log_dir.relative_to(ROOT)})\n",
+        f"{stack.opts.log_dir})\n",
         flush=True,
     )
     try:

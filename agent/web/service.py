@@ -50,7 +50,6 @@ ALLOWED_FIELDS: Final = frozenset({"room"})
 MAX_TRACKED_PEERS: Final = 10_000
 RATE_PERIOD_S: Final = 60.0
 
-DEFAULT_STATIC_DIR: Final = Path(__file__).resolve().parent.parent / "web" / "dist"
 MISSING_PAGE_TEXT: Final = (
     "La página de Lexvoz no está construida todavía.\n"
     "Constrúyela con `make web` (o `cd web && npm ci && npm run build`) y recarga.\n"
@@ -352,11 +351,11 @@ def _allow_header(exc: web.HTTPException) -> dict[str, str]:
 
 
 def create_app(settings: Settings, *, static_dir: Path | None = None) -> web.Application:
-    """Build the service; `static_dir` defaults to the repository's `web/dist`."""
+    """Build the service; `static_dir` defaults to the `LEXVOZ_WEB_DIST` setting (`web/dist`)."""
     app = web.Application(middlewares=[security_headers, api_errors], client_max_size=MAX_BODY_BYTES * 4)
     app[SETTINGS_KEY] = settings
     app[LIMITER_KEY] = PeerRateLimiter(settings.token_requests_per_minute)
-    app[STATIC_DIR_KEY] = static_dir if static_dir is not None else DEFAULT_STATIC_DIR
+    app[STATIC_DIR_KEY] = static_dir if static_dir is not None else settings.web_dist
     app[CSP_KEY] = content_security_policy(settings)
     app.router.add_post("/api/session", create_session)
     app.router.add_get("/healthz", healthz)

@@ -26,8 +26,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal, get_args
 
-from agent import metrics
-from agent.redact import query_digest, redact
+from agent.ops import metrics
+from agent.ops.redact import query_digest, redact
 
 __all__ = [
     "OUTCOMES",

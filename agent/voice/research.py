@@ -18,11 +18,11 @@ from typing import Any, NoReturn, Protocol
 
 from aiolimiter import AsyncLimiter
 
-from .contract import TOOL_NAME, Source
-from .evidence import Completed, Discarded, EvidencePublisher, Failed, Started
-from .gateway import GatewayError, SearchResult
-from .telemetry import record_error, set_outcome, span_tool_call
-from .turns import CallLedger, StaleTurn, TurnCounter
+from agent.contract import TOOL_NAME, Source
+from agent.mcp.gateway import GatewayError, SearchResult
+from agent.ops.telemetry import record_error, set_outcome, span_tool_call
+from agent.voice.evidence import Completed, Discarded, EvidencePublisher, Failed, Started
+from agent.voice.turns import CallLedger, StaleTurn, TurnCounter
 
 logger = logging.getLogger("lexvoz.research")
 
