@@ -32,8 +32,20 @@ FailureReason = Literal[
     "invalid_arguments",
     "contract",
 ]
-"""Why a search produced no evidence: shared by the gateway, the room messages, the metrics and the ledger."""
-FAILURE_REASONS: tuple[str, ...] = get_args(FailureReason)
+"""Why a search produced no evidence: shared by the gateway, the room messages, the metrics, the ledger,
+the CLI and the page (`web/src/research.ts`, which a test keeps identical)."""
+FAILURE_REASONS: tuple[FailureReason, ...] = get_args(FailureReason)
+
+REQUEST_FAILURE_REASONS: tuple[FailureReason, ...] = tuple(
+    r for r in FAILURE_REASONS if r not in ("invalid_arguments", "contract")
+)
+"""The reasons that are faults of a request to the server (or refusals in front of one: breaker, rate
+limit). Argument and contract refusals never reach the server, so they count only as tool-call outcomes."""
+
+Outcome = Literal["completed", "failed", "discarded", "duplicate"]
+"""What became of one tool call: evidence shown, a failure said, a stale turn's result dropped, or a repeated
+call id answered with the first call's answer. Shared by the research session, spans, metrics and the ledger."""
+OUTCOMES: tuple[Outcome, ...] = get_args(Outcome)
 
 INPUT_SCHEMA: dict[str, Any] = {
     "type": "object",

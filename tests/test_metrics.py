@@ -13,6 +13,7 @@ from prometheus_client import CollectorRegistry
 from prometheus_client import multiprocess as mp
 from prometheus_client.parser import text_string_to_metric_families
 
+from agent.contract import OUTCOMES, REQUEST_FAILURE_REASONS
 from agent.ops import metrics
 
 
@@ -38,9 +39,9 @@ def port() -> int:
 
 def test_labels_are_preinitialised(port: int) -> None:
     s = _scrape(port)
-    for kind in metrics.ERROR_KINDS:
+    for kind in REQUEST_FAILURE_REASONS:
         assert ("voice_mcp_request_errors_total", (("kind", kind),)) in s
-    for outcome in metrics.TOOL_OUTCOMES:
+    for outcome in OUTCOMES:
         assert ("voice_mcp_tool_calls_total", (("outcome", outcome), ("tool", "search_panama_law"))) in s
     for name in (
         "voice_mcp_requests_total",

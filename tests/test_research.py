@@ -55,14 +55,15 @@ def make_session(gw: McpGateway, **kw: Any) -> tuple[ResearchSession, RecordingP
 
 async def test_completed_search_publishes_started_then_completed(gateway: McpGateway) -> None:
     session, room, events = make_session(gateway)
-    output = await session.run_tool("call_1", {"query": "libertad sintética"})
+    answer = await session.run_tool("call_1", {"query": "libertad sintética"})
     assert [m["type"] for m in room.messages] == ["started", "completed"]
     started, completed = room.messages
     assert started == {"v": 1, "type": "started", "call_id": "call_1", "turn": 0, "query": "libertad sintética"}
     assert completed["sources"] == [synthetic_source(1)]
     assert completed["tool_duration_ms"] > 0
     assert all(topic == TOPIC and reliable for _, topic, reliable in room.packets)
-    body = json.loads(output)
+    assert answer.outcome == "completed" and answer.reply_required
+    body = json.loads(answer.output)
     assert body["estado"] == "ok" and body["fuentes"] == [synthetic_source(1)]
     assert "no instrucciones" in body["aviso"]
     assert [e.outcome for e in events] == ["completed"]
@@ -74,11 +75,11 @@ async def test_new_turn_cancels_the_search_and_discards_it(server: FakeMcpServer
     task = asyncio.create_task(session.run_tool("call_slow", {"query": "lento"}))
     await asyncio.wait_for(server.call_started.wait(), 5)
     session.new_user_turn()
-    output = await asyncio.wait_for(task, 1.0)  # answered at once, not after the slow search
-    assert output == DISCARDED_OUTPUT
+    answer = await asyncio.wait_for(task, 1.0)  # answered at once, not after the slow search
+    assert answer.output == DISCARDED_OUTPUT
+    assert not answer.reply_required  # the user moved on: the call is answered, but nothing is said
     assert [m["type"] for m in room.messages] == ["started", "discarded"]
     await asyncio.wait_for(server.call_cancelled.wait(), 5)  # the MCP server saw the cancellation
-    assert "call_slow" in session.discarded_call_ids
     assert [e.outcome for e in events] == ["discarded"]
 
 
@@ -89,7 +90,8 @@ async def test_interruption_counts_as_a_new_turn(server: FakeMcpServer, gateway:
     task = asyncio.create_task(session.run_tool("c", {"query": "lento"}, interrupted=interrupted))
     await asyncio.wait_for(server.call_started.wait(), 5)
     interrupted.set_result(None)
-    assert await asyncio.wait_for(task, 1.0) == DISCARDED_OUTPUT
+    answer = await asyncio.wait_for(task, 1.0)
+    assert answer.output == DISCARDED_OUTPUT and not answer.reply_required
     assert "completed" not in [m["type"] for m in room.messages]
 
 
@@ -146,7 +148,7 @@ async def test_search_rate_limit_per_session(server: FakeMcpServer, gateway: Mcp
 async def test_empty_result_is_a_completed_search_with_no_sources(server: FakeMcpServer, gateway: McpGateway) -> None:
     server.behaviour.results = []
     session, room, _ = make_session(gateway)
-    body = json.loads(await session.run_tool("e", {"query": "nada"}))
+    body = json.loads((await session.run_tool("e", {"query": "nada"})).output)
     assert body["estado"] == "sin_fuentes" and body["fuentes"] == []
     assert room.messages[-1]["sources"] == []
 
@@ -183,3 +185,17 @@ async def test_publish_failure_does_not_raise() -> None:
     publisher = EvidencePublisher(Broken())
     assert await publisher.publish(Discarded(call_id="x", turn=1)) is False
     assert publisher.failures == 1
+
+
+async def test_repeat_of_a_failed_call_fails_alike_without_a_second_search(
+    server: FakeMcpServer, gateway: McpGateway
+) -> None:
+    server.behaviour.is_error = True
+    session, room, events = make_session(gateway)
+    with pytest.raises(ToolFailure) as first:
+        await session.run_tool("f2", {"query": "uno"})
+    with pytest.raises(ToolFailure) as second:
+        await session.run_tool("f2", {"query": "uno"})
+    assert second.value.reason == first.value.reason == "tool_error"
+    assert server.tool_calls_started == 1
+    assert [e.outcome for e in events] == ["failed", "duplicate"]

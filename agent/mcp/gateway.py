@@ -27,10 +27,11 @@ from mcp.shared.exceptions import MCPError
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_fixed
 
 from agent.contract import (
-    FAILURE_REASONS,
+    REQUEST_FAILURE_REASONS,
     TOOL_NAME,
     ArgumentError,
     ContractViolation,
+    FailureReason,
     ResultError,
     Source,
     check_tool,
@@ -43,13 +44,11 @@ from agent.ops.telemetry import ATTR_TOOL_COUNT, record_error, span_connect
 
 logger = logging.getLogger("lexvoz.gateway")
 
-ERROR_KINDS = FAILURE_REASONS
-
 
 class GatewayError(Exception):
-    """A search that produced no evidence. `kind` is one of ERROR_KINDS; `detail` is safe to log."""
+    """A search that produced no evidence. `kind` says why (the shared vocabulary); `detail` is safe to log."""
 
-    def __init__(self, kind: str, detail: str, *, transient: bool = False) -> None:
+    def __init__(self, kind: FailureReason, detail: str, *, transient: bool = False) -> None:
         super().__init__(f"{kind}: {detail}")
         self.kind = kind
         self.detail = detail
@@ -303,7 +302,7 @@ class McpGateway:
         try:
             result = await self._call_once(query)
         except GatewayError as exc:
-            if exc.kind in metrics.ERROR_KINDS:
+            if exc.kind in REQUEST_FAILURE_REASONS:
                 metrics.mcp_request_errors_total.labels(kind=exc.kind).inc()
             if exc.kind == "timeout":
                 metrics.mcp_timeouts_total.inc()

@@ -24,17 +24,16 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Any
 
+from agent.contract import OUTCOMES, FailureReason, Outcome
 from agent.ops import metrics
 from agent.ops.redact import query_digest, redact
 
 __all__ = [
-    "OUTCOMES",
     "EvidenceLedger",
     "LedgerEntry",
     "LedgerSource",
-    "Outcome",
     "excerpt_sha256",
     "ledger_main",
     "open_ledger",
@@ -44,8 +43,6 @@ __all__ = [
 
 logger = logging.getLogger("lexvoz.ledger")
 
-Outcome = Literal["completed", "failed", "discarded", "duplicate", "rejected"]
-OUTCOMES: tuple[str, ...] = get_args(Outcome)
 
 LedgerSource = tuple[str, str | None, str]
 """(citation, official_source_url or None, excerpt exactly as shown)."""
@@ -68,7 +65,7 @@ class LedgerEntry:
     query: str
     outcome: Outcome
     duration_ms: float
-    reason: str | None = None
+    reason: FailureReason | None = None
     sources: tuple[LedgerSource, ...] = ()
     ts: datetime = field(default_factory=_utcnow)
     entry_id: str = field(default_factory=lambda: uuid.uuid4().hex)

@@ -21,14 +21,12 @@ from pathlib import Path
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 from prometheus_client import multiprocess as _mp
 
-from agent.contract import FAILURE_REASONS
+from agent.contract import OUTCOMES, REQUEST_FAILURE_REASONS
 
 __all__ = [
     "BREAKER_CLOSED",
     "BREAKER_HALF_OPEN",
     "BREAKER_OPEN",
-    "ERROR_KINDS",
-    "TOOL_OUTCOMES",
     "ledger_dropped_total",
     "ledger_write_failures_total",
     "mcp_circuit_breaker_state",
@@ -46,10 +44,6 @@ __all__ = [
 
 logger = logging.getLogger("lexvoz.metrics")
 
-# The kinds the issue names for `voice_mcp_request_errors_total`: faults of a request to the server (or
-# refused before one: breaker, rate limit). Argument and contract refusals are counted as tool-call outcomes.
-ERROR_KINDS: tuple[str, ...] = tuple(k for k in FAILURE_REASONS if k not in ("invalid_arguments", "contract"))
-TOOL_OUTCOMES: tuple[str, ...] = ("completed", "failed", "discarded", "duplicate")
 KNOWN_TOOLS: tuple[str, ...] = ("search_panama_law",)
 
 BREAKER_CLOSED = 0
@@ -82,10 +76,10 @@ ledger_dropped_total = Counter(
     "voice_ledger_dropped", "Ledger entries given up: queue full, permanent error, or unflushed at close."
 )
 
-for _kind in ERROR_KINDS:
+for _kind in REQUEST_FAILURE_REASONS:
     mcp_request_errors_total.labels(kind=_kind)
 for _tool in KNOWN_TOOLS:
-    for _outcome in TOOL_OUTCOMES:
+    for _outcome in OUTCOMES:
         mcp_tool_calls_total.labels(tool=_tool, outcome=_outcome)
 
 

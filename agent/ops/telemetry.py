@@ -26,6 +26,7 @@ from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
+from agent.contract import Outcome
 from agent.ops.redact import query_digest
 
 __all__ = [
@@ -198,8 +199,8 @@ def _fail(span: Span, exc: BaseException) -> None:
     span.set_attribute("error.type", type(exc).__name__)
 
 
-def set_outcome(span: Span, outcome: str) -> None:
-    """Record the call's outcome (completed, failed, discarded, duplicate, rejected)."""
+def set_outcome(span: Span, outcome: Outcome) -> None:
+    """Record the call's outcome (the shared vocabulary: completed, failed, discarded, duplicate)."""
     span.set_attribute(ATTR_OUTCOME, outcome)
     if outcome == "failed":
         span.set_status(Status(StatusCode.ERROR))

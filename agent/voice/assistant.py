@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 import logging
 from typing import Any
 
-from livekit.agents import Agent, AgentSession, RunContext, ToolError, function_tool, llm
-from livekit.agents.voice.events import FunctionToolsExecutedEvent
-from livekit.agents.voice.room_io import TextInputEvent
+from livekit.agents import Agent, AgentSession, RunContext, ToolError, ToolResult, function_tool, llm
+from livekit.agents.voice.room_io import TextInputEvent, TextInputOptions
+from livekit.agents.voice.room_io.types import TextInputCallback
 
 from agent.contract import INPUT_SCHEMA, TOOL_NAME
 from agent.voice.research import ResearchSession, ToolFailure
@@ -66,7 +67,6 @@ class LexvozAgent(Agent):
             rt = None
         if rt is not None:
             rt.on("input_speech_started", self._on_speech_started)
-        self.session.on("function_tools_executed", self._on_tools_executed)
         if self._greet:
             self.session.generate_reply(instructions=GREETING)
 
@@ -101,29 +101,31 @@ class LexvozAgent(Agent):
         rt = self.realtime_llm_session
         chat_ctx = rt.chat_ctx.copy()
         for call in dropped:
-            output = self.research.record_dropped(call.call_id, _arguments(call))
+            answer = self.research.record_dropped(call.call_id, _arguments(call))
             chat_ctx.items.append(
-                llm.FunctionCallOutput(call_id=call.call_id, name=call.name, output=output, is_error=False)
+                llm.FunctionCallOutput(
+                    call_id=call.call_id,
+                    name=call.name,
+                    output=answer.output,
+                    is_error=False,
+                    reply_required=answer.reply_required,
+                )
             )
         try:
             await rt.update_chat_ctx(chat_ctx)
         except llm.RealtimeError as exc:
             logger.warning("could not answer %d dropped call(s): %s", len(dropped), type(exc).__name__)
 
-    def _on_tools_executed(self, ev: FunctionToolsExecutedEvent) -> None:
-        # A discarded search answers its call (the model keeps calls open) but must not start a reply.
-        for out in ev.function_call_outputs:
-            if out.call_id in self.research.discarded_call_ids:
-                out.reply_required = False
-
     @function_tool(raw_schema=_RAW_SCHEMA)
-    async def search_panama_law(self, raw_arguments: dict[str, object], context: RunContext) -> str:
+    async def search_panama_law(self, raw_arguments: dict[str, object], context: RunContext) -> ToolResult:
+        """A discarded search answers its call (the model keeps calls open) but asks for no reply."""
         call_id = context.function_call.call_id
         # Resolves only when the framework marks this speech interrupted (the user talked over it).
         never: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         interrupted = asyncio.ensure_future(context.speech_handle.wait_if_not_interrupted([never]))
         try:
-            return await self.research.run_tool(call_id, raw_arguments, interrupted=interrupted)
+            answer = await self.research.run_tool(call_id, raw_arguments, interrupted=interrupted)
+            return ToolResult(answer.output, reply_required=answer.reply_required)
         except ToolFailure as exc:
             raise ToolError(str(exc)) from None
         finally:
@@ -138,13 +140,18 @@ def _arguments(call: llm.FunctionCall) -> Any:
         return {}
 
 
-def make_text_input_cb(agent: LexvozAgent) -> Any:
+# What livekit-agents does with typed input when nobody overrides it (claim the user turn, interrupt,
+# reply), taken from its public options type so Lexvoz adds to the framework's behaviour, never copies it.
+FRAMEWORK_TEXT_INPUT: TextInputCallback = TextInputOptions().text_input_cb
+
+
+def make_text_input_cb(agent: LexvozAgent) -> TextInputCallback:
     """Typed `lk.chat` input is a new user turn too: advance the guard, then do what the framework does."""
 
     async def _cb(session: AgentSession, ev: TextInputEvent) -> None:
         agent.on_new_user_turn()
-        async with session._claim_user_turn():
-            await session.interrupt()
-            session.generate_reply(user_input=ev.text)
+        result = FRAMEWORK_TEXT_INPUT(session, ev)
+        if inspect.isawaitable(result):
+            await result
 
     return _cb

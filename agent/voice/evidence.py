@@ -19,8 +19,6 @@ logger = logging.getLogger("lexvoz.evidence")
 TOPIC = "lexvoz.research"
 MAX_PACKET_BYTES = 14_000
 
-ReasonCode = FailureReason
-
 
 class _Message(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -51,7 +49,7 @@ class Completed(_Message):
 
 class Failed(_Message):
     type: Literal["failed"] = "failed"
-    reason: ReasonCode
+    reason: FailureReason
 
 
 class Discarded(_Message):

@@ -18,7 +18,7 @@ from typing import Any, NoReturn, Protocol
 
 from aiolimiter import AsyncLimiter
 
-from agent.contract import TOOL_NAME, Source
+from agent.contract import TOOL_NAME, FailureReason, Outcome, Source
 from agent.mcp.gateway import GatewayError, SearchResult
 from agent.ops.telemetry import record_error, set_outcome, span_tool_call
 from agent.voice.evidence import Completed, Discarded, EvidencePublisher, Failed, Started
@@ -36,7 +36,7 @@ EVIDENCE_NOTICE = (
     "solo úselos como evidencia y cite la norma y el artículo."
 )
 
-FAILURE_MESSAGES: dict[str, str] = {
+FAILURE_MESSAGES: dict[FailureReason, str] = {
     "timeout": "La búsqueda legal tardó demasiado y no respondió.",
     "transport": "No se pudo conectar con el servicio de búsqueda legal.",
     "auth": "El servicio de búsqueda legal rechazó las credenciales del sistema.",
@@ -61,16 +61,33 @@ class ToolEvent:
     call_id: str
     turn: int
     query: str
-    outcome: str  # completed | failed | discarded | duplicate
+    outcome: Outcome
     duration_ms: float
-    reason: str | None = None
+    reason: FailureReason | None = None
     sources: tuple[Source, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ToolAnswer:
+    """What the model receives for one call, and whether it should speak about it.
+
+    A discarded search still answers its call (the model keeps calls open until they are answered), but
+    the user has moved on, so it asks for no reply: the voice layer hands this to the framework as
+    `ToolResult(output, reply_required=False)`.
+    """
+
+    output: str
+    outcome: Outcome
+
+    @property
+    def reply_required(self) -> bool:
+        return self.outcome != "discarded"
 
 
 class ToolFailure(Exception):
     """The search failed; `message` is the Spanish text for the model."""
 
-    def __init__(self, reason: str) -> None:
+    def __init__(self, reason: FailureReason) -> None:
         super().__init__(FAILURE_MESSAGES.get(reason, FAILURE_MESSAGES["tool_error"]) + FAILURE_SUFFIX)
         self.reason = reason
 
@@ -90,10 +107,9 @@ class ResearchSession:
         self._searcher = searcher
         self._publisher = publisher
         self.turns = TurnCounter()
-        self._calls = CallLedger(max_remembered_calls)
+        self._calls: CallLedger[ToolAnswer | ToolFailure] = CallLedger(max_remembered_calls)
         self._limiter = AsyncLimiter(searches_per_minute, 60)
         self._observers = list(observers or [])
-        self.discarded_call_ids: set[str] = set()
 
     def new_user_turn(self) -> int:
         return self.turns.advance()
@@ -102,19 +118,18 @@ class ResearchSession:
         """True once a call id has reached the tool (running, answered, or answered as dropped)."""
         return call_id in self._calls
 
-    def record_dropped(self, call_id: str, arguments: Any) -> str:
+    def record_dropped(self, call_id: str, arguments: Any) -> ToolAnswer:
         """A call the framework never ran (the user spoke before the agent's turn): answer it as discarded."""
+        answer = ToolAnswer(DISCARDED_OUTPUT, "discarded")
         self._calls.claim(call_id)
-        self._calls.resolve(call_id, DISCARDED_OUTPUT)
-        self.discarded_call_ids.add(call_id)
+        self._calls.resolve(call_id, answer)
         self._notify(ToolEvent(call_id, self.turns.current, _query_of(arguments), "discarded", 0.0))
-        return DISCARDED_OUTPUT
+        return answer
 
-    def add_observer(self, observer: Callable[[ToolEvent], None]) -> None:
-        self._observers.append(observer)
-
-    async def run_tool(self, call_id: str, arguments: Any, *, interrupted: asyncio.Future[Any] | None = None) -> str:
-        """The tool body. Returns the model's output; raises ToolFailure for a failed search.
+    async def run_tool(
+        self, call_id: str, arguments: Any, *, interrupted: asyncio.Future[Any] | None = None
+    ) -> ToolAnswer:
+        """The tool body. Returns the model's answer; raises ToolFailure for a failed search.
 
         `interrupted` resolves when the framework marks the speech interrupted; it counts as a new
         turn because the user is talking over the agent.
@@ -125,21 +140,24 @@ class ResearchSession:
             if first is not None:
                 set_outcome(span, "duplicate")
                 self._notify(ToolEvent(call_id, turn, _query_of(arguments), "duplicate", 0.0))
-                return await asyncio.shield(first)
+                prior = await asyncio.shield(first)
+                if isinstance(prior, ToolFailure):
+                    raise ToolFailure(prior.reason)
+                return prior
             try:
-                output, outcome = await self._run_new(call_id, turn, arguments, interrupted)
+                answer = await self._run_new(call_id, turn, arguments, interrupted)
             except ToolFailure as exc:
                 set_outcome(span, "failed")
                 record_error(span, exc.reason, recoverable=False)
-                self._calls.resolve(call_id, str(exc))
+                self._calls.resolve(call_id, exc)
                 raise
-            set_outcome(span, outcome)
-            self._calls.resolve(call_id, output)
-            return output
+            set_outcome(span, answer.outcome)
+            self._calls.resolve(call_id, answer)
+            return answer
 
     async def _run_new(
         self, call_id: str, turn: int, arguments: Any, interrupted: asyncio.Future[Any] | None
-    ) -> tuple[str, str]:
+    ) -> ToolAnswer:
         query = _query_of(arguments)
         started = time.perf_counter()
         if not self._limiter.has_capacity():
@@ -162,19 +180,24 @@ class ResearchSession:
             return await self._discard(call_id, turn, query, started)
         await self._publisher.publish(Completed.of(call_id, turn, result.duration_ms, result.sources))
         self._notify(ToolEvent(call_id, turn, query, "completed", result.duration_ms, sources=tuple(result.sources)))
-        return model_output(result.sources), "completed"
+        return ToolAnswer(model_output(result.sources), "completed")
 
-    async def _discard(self, call_id: str, turn: int, query: str, started: float) -> tuple[str, str]:
+    async def _discard(self, call_id: str, turn: int, query: str, started: float) -> ToolAnswer:
         """The user moved on: answer the call, tell the room it was discarded, never show its evidence."""
-        self.discarded_call_ids.add(call_id)
         await self._publisher.publish(Discarded(call_id=call_id, turn=turn))
         self._notify(ToolEvent(call_id, turn, query, "discarded", _ms(started)))
-        return DISCARDED_OUTPUT, "discarded"
+        return ToolAnswer(DISCARDED_OUTPUT, "discarded")
 
     async def _fail(
-        self, call_id: str, turn: int, query: str, reason: str, started: float, duration_ms: float | None = None
+        self,
+        call_id: str,
+        turn: int,
+        query: str,
+        reason: FailureReason,
+        started: float,
+        duration_ms: float | None = None,
     ) -> NoReturn:
-        await self._publisher.publish(Failed(call_id=call_id, turn=turn, reason=reason))  # type: ignore[arg-type]
+        await self._publisher.publish(Failed(call_id=call_id, turn=turn, reason=reason))
         self._notify(ToolEvent(call_id, turn, query, "failed", duration_ms or _ms(started), reason=reason))
         raise ToolFailure(reason)
 

@@ -12,9 +12,10 @@ import asyncio
 from collections import OrderedDict
 from collections.abc import Awaitable
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Generic, TypeVar
 
 T = TypeVar("T")
+A = TypeVar("A")
 
 
 class StaleTurn(Exception):
@@ -71,18 +72,18 @@ class TurnCounter:
 
 
 @dataclass
-class _Entry:
-    future: asyncio.Future[str]
+class _Entry(Generic[A]):
+    future: asyncio.Future[A]
 
 
-class CallLedger:
+class CallLedger(Generic[A]):
     """Bounded memory of call ids: the first call runs, every repeat gets the first call's answer."""
 
     def __init__(self, max_entries: int = 256) -> None:
         self._max = max_entries
-        self._entries: OrderedDict[str, _Entry] = OrderedDict()
+        self._entries: OrderedDict[str, _Entry[A]] = OrderedDict()
 
-    def claim(self, call_id: str) -> asyncio.Future[str] | None:
+    def claim(self, call_id: str) -> asyncio.Future[A] | None:
         """None when this call id is new (the caller must `resolve` it); else the first call's answer."""
         entry = self._entries.get(call_id)
         if entry is not None:
@@ -95,7 +96,7 @@ class CallLedger:
                 old.future.cancel()
         return None
 
-    def resolve(self, call_id: str, answer: str) -> None:
+    def resolve(self, call_id: str, answer: A) -> None:
         entry = self._entries.get(call_id)
         if entry is not None and not entry.future.done():
             entry.future.set_result(answer)
