@@ -1,25 +1,30 @@
 # ruff: noqa: ASYNC109  (the waiters take a plain timeout= on purpose: it reads best in tests)
-"""The stand-in server: WebSocket endpoint, HTTP control API and the in-process test handle.
+"""The stand-in server: ``RealtimeStandIn``, the in-process test handle, and its lifecycle.
 
 ``RealtimeStandIn`` serves ``/v1/realtime`` so that an unmodified OpenAI Realtime client pointed at
 ``base_url=http://127.0.0.1:PORT/v1`` talks to it, plus a small loopback-only control surface
 (``/control/*``, ``/healthz``) for tests and for the product's rehearsal mode running it as a
 subprocess. Conversation text is never logged: logs carry event types only.
+
+The WebSocket endpoint (:mod:`.endpoint`), the record of the wire (:mod:`.event_log`) and the
+HTTP control routes (:mod:`.control_api`) live in their own modules; this one owns configuration,
+start/stop and the injections a test (or the control API) makes.
 """
 
 from __future__ import annotations
 
 import asyncio
-import copy
 import ipaddress
 import json
 import logging
-from collections.abc import Callable, Iterable
-from typing import Any
+from collections.abc import Iterable
 
-from aiohttp import WSMsgType, web
+from aiohttp import web
 
-from . import protocol as p
+from .control_api import ControlApi
+from .endpoint import RealtimeEndpoint
+from .event_log import EventPredicate
+from .options import ConnectionOptions
 from .policy import (
     DEFAULT_FALLBACK_TRANSCRIPT,
     DEFAULT_TOOL_NAME,
@@ -29,10 +34,10 @@ from .policy import (
     ScriptedTranscripts,
     TranscriptProvider,
 )
-from .session import ConnectionOptions, RealtimeConnection
+from .protocol import JsonDict
+from .session import RealtimeConnection
 
-JsonDict = dict[str, Any]
-EventPredicate = Callable[[JsonDict], bool]
+__all__ = ["REALTIME_PATH", "EventPredicate", "JsonDict", "RealtimeStandIn", "is_loopback"]
 
 logger = logging.getLogger("realtime_standin")
 
@@ -48,7 +53,7 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-class RealtimeStandIn:
+class RealtimeStandIn(RealtimeEndpoint):
     """A local OpenAI Realtime server for tests and rehearsal mode.
 
     Usage::
@@ -115,11 +120,7 @@ class RealtimeStandIn:
     async def start(self) -> None:
         app = web.Application()
         app.router.add_get(REALTIME_PATH, self._ws_handler)
-        app.router.add_get("/healthz", self._healthz)
-        app.router.add_get("/control/events", self._control_events)
-        app.router.add_post("/control/speech_started", self._control_speech_started)
-        app.router.add_post("/control/user_turn", self._control_user_turn)
-        app.router.add_post("/control/function_call", self._control_function_call)
+        ControlApi(self).add_routes(app)
         self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self._requested_port)
@@ -155,7 +156,7 @@ class RealtimeStandIn:
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"http://{host}:{self.port}/v1"
 
-    # -- test-control surface -------------------------------------------------------------------
+    # -- test-control surface (the waiters and event lists come from EventLog) -------------------
 
     @property
     def connection(self) -> RealtimeConnection:
@@ -164,31 +165,6 @@ class RealtimeStandIn:
             if not conn.closed:
                 return conn
         raise RuntimeError("no client is connected")
-
-    @property
-    def response_create_count(self) -> int:
-        return sum(1 for e in self.received if e.get("type") == "response.create")
-
-    def client_events(self, event_type: str | None = None) -> list[JsonDict]:
-        return [e for e in self.received if event_type is None or e.get("type") == event_type]
-
-    def server_events(self, event_type: str | None = None) -> list[JsonDict]:
-        return [e for e in self.sent if event_type is None or e.get("type") == event_type]
-
-    def mark(self) -> tuple[int, int]:
-        """Positions in (received, sent) to pass as ``after=`` to only see later events."""
-        return len(self.received), len(self.sent)
-
-    async def wait_for_client_event(
-        self, event_type: str, predicate: EventPredicate | None = None, *, timeout: float = 5.0, after: int = 0
-    ) -> JsonDict:
-        """First client event of ``event_type`` (at index >= ``after``) matching ``predicate``."""
-        return await self._wait(self.received, event_type, predicate, timeout, after)
-
-    async def wait_for_server_event(
-        self, event_type: str, predicate: EventPredicate | None = None, *, timeout: float = 5.0, after: int = 0
-    ) -> JsonDict:
-        return await self._wait(self.sent, event_type, predicate, timeout, after)
 
     async def wait_for_connection(self, *, timeout: float = 5.0) -> RealtimeConnection:
         deadline = asyncio.get_running_loop().time() + timeout
@@ -252,163 +228,3 @@ class RealtimeStandIn:
         if not isinstance(self.transcripts, ScriptedTranscripts):
             raise TypeError("transcripts can only be queued on the default provider")
         self.transcripts.push(*transcripts)
-
-    # -- internals ------------------------------------------------------------------------------
-
-    async def _wait(
-        self, log: list[JsonDict], event_type: str, predicate: EventPredicate | None, timeout: float, after: int
-    ) -> JsonDict:
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout
-        index = after
-        while True:
-            signal = self._signal
-            while index < len(log):
-                event = log[index]
-                index += 1
-                if event.get("type") == event_type and (predicate is None or predicate(event)):
-                    return event
-            remaining = deadline - loop.time()
-            if remaining <= 0:
-                raise TimeoutError(f"no {event_type} event within {timeout}s")
-            try:
-                await asyncio.wait_for(signal.wait(), remaining)
-            except TimeoutError:
-                continue
-
-    def _notify(self) -> None:
-        self._signal.set()
-        self._signal = asyncio.Event()
-
-    def _record_received(self, event: JsonDict) -> None:
-        if event.get("type") == "input_audio_buffer.append" and not self.keep_audio_payloads:
-            audio = event.get("audio")
-            event = {**event, "audio": "", "audio_b64_len": len(audio) if isinstance(audio, str) else 0}
-        self.received.append(event)
-        logger.debug("client event %s", event.get("type"))
-        self._notify()
-
-    def _record_sent(self, event: JsonDict) -> None:
-        if event.get("type") == "response.output_audio.delta":
-            event = {**event, "delta": ""}
-        else:
-            event = copy.deepcopy(event)
-        self.sent.append(event)
-        self._notify()
-
-    @staticmethod
-    def _auth_ok(request: web.Request) -> bool:
-        header = request.headers.get("Authorization", "")
-        scheme, _, token = header.partition(" ")
-        return scheme.lower() == "bearer" and bool(token.strip())
-
-    async def _ws_handler(self, request: web.Request) -> web.StreamResponse:
-        if not self._auth_ok(request):
-            self.rejected_handshakes += 1
-            self._notify()
-            return web.json_response(
-                {
-                    "error": {
-                        "message": "You didn't provide an API key. You need to provide your API key in an "
-                        "Authorization header using Bearer auth (i.e. Authorization: Bearer YOUR_KEY).",
-                        "type": "invalid_request_error",
-                        "param": None,
-                        "code": None,
-                    }
-                },
-                status=401,
-            )
-        ws = web.WebSocketResponse(heartbeat=None, max_msg_size=16 * 1024 * 1024)
-        await ws.prepare(request)
-        self._sockets.add(ws)
-        outbox: asyncio.Queue[JsonDict | None] = asyncio.Queue()
-
-        def send(event: JsonDict) -> None:
-            self._record_sent(event)
-            logger.debug("server event %s", event.get("type"))
-            outbox.put_nowait(event)
-
-        conn = RealtimeConnection(model=request.query.get("model", "gpt-realtime"), options=self.options, send=send)
-        self.connections.append(conn)
-        logger.info("client connected (connection %d)", len(self.connections))
-
-        async def writer() -> None:
-            while (event := await outbox.get()) is not None:
-                if ws.closed:
-                    return
-                await ws.send_str(json.dumps(event, ensure_ascii=False))
-
-        writer_task = asyncio.create_task(writer(), name="standin-writer")
-        conn.start()
-        self._notify()
-        try:
-            async for msg in ws:
-                if msg.type != WSMsgType.TEXT:
-                    continue
-                try:
-                    event = json.loads(msg.data)
-                except ValueError:
-                    conn.handle(msg.data)  # answers with an error event
-                    continue
-                if isinstance(event, dict):
-                    self._record_received(event)
-                conn.handle(event)
-        finally:
-            conn.close()
-            outbox.put_nowait(None)
-            writer_task.cancel()
-            await asyncio.gather(writer_task, return_exceptions=True)
-            self._sockets.discard(ws)
-            self._notify()
-            logger.info("client disconnected")
-        return ws
-
-    async def _healthz(self, request: web.Request) -> web.Response:
-        open_connections = sum(1 for c in self.connections if not c.closed)
-        return web.json_response({"ok": True, "connections": open_connections})
-
-    async def _control_events(self, request: web.Request) -> web.Response:
-        try:
-            since = int(request.query.get("since", "0"))
-        except ValueError:
-            return web.json_response({"error": "since must be an integer"}, status=400)
-        return web.json_response([p.summarize_client_event(e) for e in self.received[since:]])
-
-    async def _control_speech_started(self, request: web.Request) -> web.Response:
-        try:
-            item_id = await self.inject_speech_started()
-        except RuntimeError as e:
-            return web.json_response({"error": str(e)}, status=409)
-        return web.json_response({"item_id": item_id})
-
-    async def _control_user_turn(self, request: web.Request) -> web.Response:
-        try:
-            body = await request.json()
-        except ValueError:
-            return web.json_response({"error": "expected a JSON body"}, status=400)
-        transcript = body.get("transcript") if isinstance(body, dict) else None
-        if not isinstance(transcript, str) or not transcript.strip():
-            return web.json_response({"error": "transcript must be a non-empty string"}, status=400)
-        try:
-            item_id = await self.inject_user_turn(transcript)
-        except RuntimeError as e:
-            return web.json_response({"error": str(e)}, status=409)
-        return web.json_response({"item_id": item_id})
-
-    async def _control_function_call(self, request: web.Request) -> web.Response:
-        try:
-            body = await request.json()
-        except ValueError:
-            return web.json_response({"error": "expected a JSON body"}, status=400)
-        if not isinstance(body, dict):
-            return web.json_response({"error": "expected a JSON object"}, status=400)
-        try:
-            self.script_function_call(
-                arguments=body.get("arguments"),
-                call_id=body.get("call_id"),
-                name=body.get("name"),
-                delay=float(body.get("delay", 0.0)),
-            )
-        except (TypeError, ValueError) as e:
-            return web.json_response({"error": str(e)}, status=400)
-        return web.json_response({"ok": True})
