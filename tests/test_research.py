@@ -191,7 +191,7 @@ async def test_repeat_of_a_failed_call_fails_alike_without_a_second_search(
     server: FakeMcpServer, gateway: McpGateway
 ) -> None:
     server.behaviour.is_error = True
-    session, room, events = make_session(gateway)
+    session, _, events = make_session(gateway)
     with pytest.raises(ToolFailure) as first:
         await session.run_tool("f2", {"query": "uno"})
     with pytest.raises(ToolFailure) as second:
