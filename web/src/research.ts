@@ -35,6 +35,7 @@ export const FAILURE_REASONS = [
   'circuit_open',
   'rate_limited',
   'invalid_arguments',
+  'contract',
 ] as const;
 export type FailureReason = (typeof FAILURE_REASONS)[number];
 
@@ -48,6 +49,7 @@ export const FAILURE_TEXT: Record<FailureReason, string> = {
   circuit_open: 'El servicio de búsqueda está en pausa tras varios fallos; se reintentará en breve.',
   rate_limited: 'Se alcanzó el límite de búsquedas por minuto; espere un momento.',
   invalid_arguments: 'La consulta generada no era válida.',
+  contract: 'El servicio de búsqueda configurado no es compatible con Lexvoz.',
 };
 export const GENERIC_FAILURE_TEXT = 'La búsqueda falló.';
 
