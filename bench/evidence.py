@@ -37,6 +37,7 @@ from agent.contract import Source  # noqa: E402
 from agent.devstack import livekit_server  # noqa: E402
 from agent.settings import DEV_API_KEY, DEV_API_SECRET  # noqa: E402
 from agent.voice.evidence import TOPIC, Completed, EvidencePublisher  # noqa: E402
+from bench.stats import percentile  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results" / "evidence.json"
 TARGET_P95_MS = 50.0
@@ -57,12 +58,6 @@ def _free_livekit_port(start: int = 17_930) -> int:
             continue
         return port
     raise RuntimeError("no free port for livekit-server")
-
-
-def _percentile(values: list[float], pct: float) -> float:
-    ordered = sorted(values)
-    k = max(0, min(len(ordered) - 1, round(pct / 100 * (len(ordered) - 1))))
-    return ordered[k]
 
 
 def synthetic_sources() -> list[Source]:
@@ -144,8 +139,8 @@ async def _measure(url: str, messages: int, warmup: int, interval_s: float) -> d
         "messages": len(latencies_ms),
         "lost": total - len(arrived),
         "p50_ms": round(statistics.median(latencies_ms), 2),
-        "p95_ms": round(_percentile(latencies_ms, 95), 2),
-        "p99_ms": round(_percentile(latencies_ms, 99), 2),
+        "p95_ms": round(percentile(latencies_ms, 95), 2),
+        "p99_ms": round(percentile(latencies_ms, 99), 2),
         "max_ms": round(max(latencies_ms), 2),
         "mean_ms": round(statistics.fmean(latencies_ms), 2),
         "payload_bytes": max(payload_bytes),

@@ -12,7 +12,6 @@ import asyncio
 import json
 import os
 import platform
-import socket
 import statistics
 import subprocess
 import sys
@@ -27,20 +26,15 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from agent.mcp.gateway import GatewayOptions, McpGateway  # noqa: E402
+from bench.stats import percentile  # noqa: E402
+from tests.ports import free_port  # noqa: E402
 
 CALLS = int(os.environ.get("BENCH_CALLS", "600"))
 WARMUP = 30
 
 
 def pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    return percentile(values, q * 100)
 
 
 async def run(url: str) -> dict[str, float | int | str]:

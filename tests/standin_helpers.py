@@ -1,7 +1,7 @@
 """Shared pieces of the stand-in tests: synthetic audio, a raw WebSocket client, the schema check, fixtures.
 
 The fixtures are defined under the names the tests use (``standin``, ``http``); a test module pulls
-them in by importing ``standin_fixture``/``http_fixture``.
+them in by importing ``standin_fixture`` (``http`` comes from ``conftest.py``).
 """
 
 from __future__ import annotations
@@ -75,9 +75,3 @@ class RawClient:
 async def standin_fixture() -> AsyncIterator[RealtimeStandIn]:
     async with RealtimeStandIn(speed=40.0, transcripts=["¿Qué dice la Constitución sobre el habeas corpus?"]) as s:
         yield s
-
-
-@pytest.fixture(name="http")
-async def http_fixture() -> AsyncIterator[aiohttp.ClientSession]:
-    async with aiohttp.ClientSession() as session:
-        yield session

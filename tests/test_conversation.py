@@ -29,8 +29,8 @@ from agent.voice.conversation import build_realtime_model
 from agent.voice.evidence import EvidencePublisher
 from agent.voice.research import DISCARDED_OUTPUT, ResearchSession
 from realtime_standin import GREETING, RealtimeStandIn
+from tests.fakes import RecordingParticipant
 from tests.mcp_fixture import FakeMcpServer, synthetic_source
-from tests.test_research import RecordingParticipant
 
 
 @pytest.fixture
@@ -40,17 +40,9 @@ async def standin() -> AsyncIterator[RealtimeStandIn]:
 
 
 @pytest.fixture
-async def http() -> AsyncIterator[aiohttp.ClientSession]:
-    async with aiohttp.ClientSession() as session:
-        yield session
-
-
-@pytest.fixture
-async def mcp() -> AsyncIterator[FakeMcpServer]:
-    srv = FakeMcpServer()
-    srv.behaviour.results = [synthetic_source(1), synthetic_source(2)]
-    async with srv.running():
-        yield srv
+def mcp(server: FakeMcpServer) -> FakeMcpServer:
+    server.behaviour.results = [synthetic_source(1), synthetic_source(2)]
+    return server
 
 
 def realtime_model(standin: RealtimeStandIn, http: aiohttp.ClientSession) -> openai.realtime.RealtimeModel:

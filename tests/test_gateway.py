@@ -14,13 +14,6 @@ from agent.mcp.gateway import GatewayError, GatewayOptions, McpGateway
 from tests.mcp_fixture import FakeMcpBehaviour, FakeMcpServer, synthetic_source
 
 
-@pytest.fixture
-async def server():
-    srv = FakeMcpServer()
-    async with srv.running():
-        yield srv
-
-
 @contextlib.asynccontextmanager
 async def opened(url: str, **kw) -> AsyncIterator[McpGateway]:
     gw = make_gateway(url, **kw)

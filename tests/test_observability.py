@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import urllib.request
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -20,17 +19,15 @@ from agent.ops.telemetry import setup_tracing
 from agent.voice.evidence import EvidencePublisher
 from agent.voice.observers import count_tool_call, ledger_observer
 from agent.voice.research import ResearchSession, ToolFailure
+from tests.fakes import RecordingParticipant
 from tests.mcp_fixture import FakeMcpServer, synthetic_source
-from tests.test_research import RecordingParticipant
 
 SECRET_QUERY = "mi cédula es 8-123-4567 y me botaron"
 
 
 @pytest.fixture
-async def mcp() -> AsyncIterator[FakeMcpServer]:
-    srv = FakeMcpServer()
-    async with srv.running():
-        yield srv
+def mcp(server: FakeMcpServer) -> FakeMcpServer:
+    return server
 
 
 def scrape(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:

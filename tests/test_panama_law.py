@@ -10,9 +10,7 @@ from __future__ import annotations
 import hashlib
 import http.server
 import json
-import socket
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,7 +19,6 @@ import httpx
 import httpx2
 import numpy as np
 import pytest
-import uvicorn
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
@@ -34,10 +31,9 @@ from panama_law.evaluate import fit_logistic, threshold
 from panama_law.schema import INPUT_SCHEMA, TOOL_NAME
 from panama_law.search import Searcher
 from panama_law.server import ServerState, build_app
+from tests.search_server import SERVER_TOKEN
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-CONSTITUTION = REPO_ROOT / "../shared/data/constitucion_panama.json"
-TOKEN = "token-de-prueba-sintetico"
+TOKEN = SERVER_TOKEN
 
 SYNTHETIC = {
     "TÍTULO I - LEY SINTÉTICA DE PRUEBA SOBRE DRAGONES DE PAPEL": {
@@ -60,53 +56,6 @@ def _sha(data: bytes) -> str:
 
 def _file_digest(path: Path) -> str:
     return _sha(path.read_bytes())
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@pytest.fixture(scope="session")
-def constitution_bytes() -> bytes:
-    if not CONSTITUTION.is_file():
-        pytest.skip("shared Constitution data not present beside the repository")
-    return CONSTITUTION.read_bytes()
-
-
-@pytest.fixture(scope="session")
-def built_dir(tmp_path_factory: pytest.TempPathFactory, constitution_bytes: bytes) -> Path:
-    """One real index for the whole session (the build embeds ~700 passages, a few seconds)."""
-    data_dir = tmp_path_factory.mktemp("panama_law_index")
-    import_file(CONSTITUTION, data_dir, corpus.SOURCE_SHA256)
-    return data_dir
-
-
-@pytest.fixture(scope="session")
-def searcher(built_dir: Path) -> Searcher:
-    return Searcher(index.load(built_dir))
-
-
-@pytest.fixture(scope="session")
-def server_url(searcher: Searcher) -> Iterator[str]:
-    """uvicorn on a free loopback port in a thread, with a bearer token set."""
-    state = ServerState()
-    state.set(searcher)
-    port = _free_port()
-    server = uvicorn.Server(
-        uvicorn.Config(build_app(state, token=TOKEN), host="127.0.0.1", port=port, log_level="warning")
-    )
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        if time.monotonic() > deadline:
-            raise RuntimeError("test server did not start")
-        time.sleep(0.02)
-    yield f"http://127.0.0.1:{port}"
-    server.should_exit = True
-    thread.join(timeout=10)
 
 
 async def _with_session(url: str, token: str | None, fn: Any) -> Any:

@@ -8,30 +8,21 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import threading
 from pathlib import Path
 
 import pytest
-import uvicorn
 
 from agent.mcp.check import check
 from agent.mcp.gateway import GatewayError, GatewayOptions, McpGateway
 from panama_law import index
 from panama_law.search import Searcher
-from panama_law.server import ServerState, build_app
-from tests.test_panama_law import (  # noqa: F401 - fixtures
-    TOKEN,
-    _free_port,
-    built_dir,
-    constitution_bytes,
-    searcher,
-    server_url,
-)
+from tests.search_server import SERVER_TOKEN as TOKEN
+from tests.search_server import serving
 
 QUESTION = "cual es el idioma oficial de la republica"
 
 
-async def test_mcp_check_accepts_the_embedded_server(server_url: str) -> None:  # noqa: F811
+async def test_mcp_check_accepts_the_embedded_server(server_url: str) -> None:
     code, report = await check(f"{server_url}/mcp", TOKEN, QUESTION, 8)
     assert code == 0, report
     assert report["contract"] == {"ok": True}
@@ -40,7 +31,7 @@ async def test_mcp_check_accepts_the_embedded_server(server_url: str) -> None:  
     assert all(len(s["excerpt"]) <= 750 for s in report["search"]["sources"])
 
 
-async def test_gateway_searches_the_embedded_server(server_url: str) -> None:  # noqa: F811
+async def test_gateway_searches_the_embedded_server(server_url: str) -> None:
     gw = McpGateway(GatewayOptions(url=f"{server_url}/mcp", token=TOKEN))
     try:
         result = await gw.search({"query": QUESTION})
@@ -52,7 +43,7 @@ async def test_gateway_searches_the_embedded_server(server_url: str) -> None:  #
     assert out_of_scope.sources == []  # a valid "no sources" answer, not a failure
 
 
-async def test_gateway_without_the_token_is_refused_as_auth(server_url: str) -> None:  # noqa: F811
+async def test_gateway_without_the_token_is_refused_as_auth(server_url: str) -> None:
     gw = McpGateway(GatewayOptions(url=f"{server_url}/mcp", token="wrong"))
     try:
         with pytest.raises(GatewayError) as info:
@@ -63,25 +54,18 @@ async def test_gateway_without_the_token_is_refused_as_auth(server_url: str) -> 
 
 
 async def test_cancelled_call_is_cancelled_on_the_server(
-    built_dir: Path,  # noqa: F811
+    built_dir: Path,
     monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     """The gateway's cancel (a new user turn) must stop the server's work, not just the client's wait."""
     monkeypatch.setenv("PANAMA_LAW_TEST_DELAY_MS", "3000")
-    state = ServerState()
-    state.set(Searcher(index.load(built_dir)))
-    port = _free_port()
-    server = uvicorn.Server(
-        uvicorn.Config(build_app(state, token=TOKEN), host="127.0.0.1", port=port, log_level="warning")
-    )
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    for _ in range(500):
-        if server.started:
-            break
-        await asyncio.sleep(0.02)
-    gw = McpGateway(GatewayOptions(url=f"http://127.0.0.1:{port}/mcp", token=TOKEN))
+    with serving(Searcher(index.load(built_dir))) as url:
+        await _cancel_mid_search(url, caplog)
+
+
+async def _cancel_mid_search(url: str, caplog: pytest.LogCaptureFixture) -> None:
+    gw = McpGateway(GatewayOptions(url=f"{url}/mcp", token=TOKEN))
     try:
         with caplog.at_level(logging.INFO, logger="panama_law.server"):
             await gw.connect()
@@ -98,5 +82,3 @@ async def test_cancelled_call_is_cancelled_on_the_server(
         assert "results in" not in caplog.text  # the search never ran to the end
     finally:
         await gw.aclose()
-        server.should_exit = True
-        thread.join(timeout=10)

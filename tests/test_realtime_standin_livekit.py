@@ -26,7 +26,6 @@ from tests.standin_helpers import (  # noqa: F401 - fixtures
     SAMPLE_RATE,
     SOURCES,
     assert_valid_server_events,
-    http_fixture,
     standin_fixture,
 )
 

@@ -21,7 +21,6 @@ from tests.standin_helpers import (  # noqa: F401 - fixtures
     SOURCES,
     RawClient,
     assert_valid_server_events,
-    http_fixture,
     pcm_silence,
     pcm_tone,
     standin_fixture,

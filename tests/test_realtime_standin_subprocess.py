@@ -14,7 +14,7 @@ import sys
 
 import aiohttp
 
-from tests.standin_helpers import REPO_ROOT, RawClient, http_fixture, pcm_silence  # noqa: F401 - fixtures
+from tests.standin_helpers import REPO_ROOT, RawClient, pcm_silence
 
 
 async def test_subprocess_cli_and_control_api(http: aiohttp.ClientSession) -> None:

@@ -11,32 +11,8 @@ import pytest
 from agent.mcp.gateway import GatewayOptions, McpGateway
 from agent.voice.evidence import MAX_PACKET_BYTES, TOPIC, EvidencePublisher
 from agent.voice.research import DISCARDED_OUTPUT, ResearchSession, ToolEvent, ToolFailure
+from tests.fakes import RecordingParticipant
 from tests.mcp_fixture import FakeMcpServer, synthetic_source
-
-
-class RecordingParticipant:
-    """Stands in for rtc.LocalParticipant: records what would reach the room."""
-
-    def __init__(self) -> None:
-        self.packets: list[tuple[dict[str, Any], str, bool]] = []
-        self.streams: list[tuple[dict[str, Any], str]] = []
-
-    async def publish_data(self, payload: bytes | str, *, reliable: bool = True, topic: str = "") -> None:
-        self.packets.append((json.loads(payload), topic, reliable))
-
-    async def send_text(self, text: str, *, topic: str = "") -> None:
-        self.streams.append((json.loads(text), topic))
-
-    @property
-    def messages(self) -> list[dict[str, Any]]:
-        return [m for m, _, _ in self.packets] + [m for m, _ in self.streams]
-
-
-@pytest.fixture
-async def server():
-    srv = FakeMcpServer()
-    async with srv.running():
-        yield srv
 
 
 @pytest.fixture

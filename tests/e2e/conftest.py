@@ -34,9 +34,10 @@ import pytest
 from agent.devstack import livekit_server
 from agent.devstack.stack import Stack, StackOptions
 from panama_law import index as law_index
+from tests import constitution
+from tests.ports import free_port
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-CONSTITUTION = REPO_ROOT.parent / "shared" / "data" / "constitucion_panama.json"
 
 QUESTION = "¿Cuál es el idioma oficial de Panamá?"
 SEARCH_DELAY_MS = 2500
@@ -100,12 +101,6 @@ def _bindable(port: int, kind: socket.SocketKind = socket.SOCK_STREAM) -> bool:
     return True
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def livekit_port(start: int = 17_890) -> int:
     """A port P with P and P+1 (RTC over TCP) free, and the UDP range livekit_server derives from P free.
 
@@ -126,7 +121,7 @@ def livekit_port(start: int = 17_890) -> int:
 
 def _index_cache_key() -> str:
     """Source bytes plus the search package's code: a change to either means a fresh build."""
-    digest = hashlib.sha256(CONSTITUTION.read_bytes())
+    digest = hashlib.sha256(constitution.require().read_bytes())
     for path in sorted((REPO_ROOT / "panama_law").glob("*.py")):
         digest.update(path.name.encode())
         digest.update(path.read_bytes())
@@ -157,8 +152,7 @@ def _save_index(data_dir: Path, cached: Path) -> None:
 
 @pytest.fixture(scope="module")
 def e2e_stack(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[E2EStack]:
-    if not CONSTITUTION.is_file():
-        pytest.skip(f"test data missing: {CONSTITUTION.relative_to(REPO_ROOT.parent)} beside the repository")
+    source = constitution.require()
     try:
         livekit_server.find_or_build(build=False, log=False)
     except livekit_server.LiveKitServerMissing as exc:
@@ -175,7 +169,7 @@ def e2e_stack(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathF
         web_port=free_port(),
         standin_port=free_port(),
         rehearsal=True,
-        source=CONSTITUTION,
+        source=source,
         data_dir=data_dir,
         log_dir=log_dir,
         ledger_path=base / "ledger.sqlite3",

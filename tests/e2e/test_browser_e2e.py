@@ -31,7 +31,6 @@ import re
 import secrets
 import shutil
 import signal
-import socket
 import struct
 import subprocess
 import threading
@@ -46,14 +45,15 @@ import pytest
 
 from agent.devstack import livekit_server
 from agent.devstack.stack import Stack, StackOptions
+from tests import constitution
 from tests.mcp_fixture import FakeMcpBehaviour, FakeMcpServer, synthetic_source
+from tests.ports import free_port
 
 from .conftest import livekit_port, log_tails
 
 pytestmark = pytest.mark.e2e
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-CONSTITUTION = REPO_ROOT.parent / "shared" / "data" / "constitucion_panama.json"
 WEB_DIR = REPO_ROOT / "web"
 ARTIFACTS = REPO_ROOT / "test-artifacts"
 CHROMIUM = Path("/usr/bin/chromium")  # Debian's package; the scripts never download a browser
@@ -83,8 +83,7 @@ PAYLOAD = '<img src=x onerror="window.__xss=1">'
 
 def _require_browser_tools() -> None:
     """Skip, saying how to get it, when a part only `make test` installs is missing."""
-    if not CONSTITUTION.is_file():
-        pytest.skip(f"test data missing: {CONSTITUTION.relative_to(REPO_ROOT.parent)} beside the repository")
+    constitution.require()
     if not CHROMIUM.is_file():
         pytest.skip("Debian's chromium is not installed (`make browser`, or apt-get install chromium)")
     if shutil.which("node") is None:
@@ -103,9 +102,7 @@ def _free_ports(count: int, *, avoid: set[int]) -> list[int]:
     """`count` distinct free loopback ports from the kernel, none of them in `avoid`."""
     ports: list[int] = []
     while len(ports) < count:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = int(s.getsockname()[1])
+        port = free_port()
         if port not in avoid and port not in ports:
             ports.append(port)
     return ports
@@ -187,7 +184,7 @@ def browser_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrowserS
         web_port=web_port,
         standin_port=standin_port,
         rehearsal=True,
-        source=CONSTITUTION,  # the search server builds its index from it on first start
+        source=constitution.require(),  # the search server builds its index from it on first start
         data_dir=base / "data",
         log_dir=base / "log" / "stack",
         ledger_path=base / "ledger.sqlite3",

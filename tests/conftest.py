@@ -1,0 +1,80 @@
+"""Fixtures shared by the whole suite: the fake MCP server, an HTTP session, the Constitution and its index.
+
+Test doubles live in sibling modules (`fakes.py`, `mcp_fixture.py`, `standin_helpers.py`); this file only
+wires them as fixtures, and reports at the end of the run how many tests skipped for want of the
+Constitution, so a green run never hides how much it did not test.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import aiohttp
+import pytest
+from _pytest.terminal import TerminalReporter
+
+from panama_law import corpus, index
+from panama_law.build import import_file
+from panama_law.search import Searcher
+from tests import constitution
+from tests.mcp_fixture import FakeMcpServer
+from tests.search_server import serving
+
+
+@pytest.fixture
+async def server() -> AsyncIterator[FakeMcpServer]:
+    """A real `mcp` SDK server over loopback HTTP with the default (healthy) behaviour; tests adjust it."""
+    srv = FakeMcpServer()
+    async with srv.running():
+        yield srv
+
+
+@pytest.fixture
+async def http() -> AsyncIterator[aiohttp.ClientSession]:
+    async with aiohttp.ClientSession() as session:
+        yield session
+
+
+@pytest.fixture(scope="session")
+def constitution_path() -> Path:
+    """The pinned Constitution JSON (beside the checkout, cached, or downloaded once); skips when unobtainable."""
+    return constitution.require()
+
+
+@pytest.fixture(scope="session")
+def constitution_bytes(constitution_path: Path) -> bytes:
+    return constitution_path.read_bytes()
+
+
+@pytest.fixture(scope="session")
+def built_dir(tmp_path_factory: pytest.TempPathFactory, constitution_path: Path) -> Path:
+    """One real index for the whole session (the build embeds ~700 passages, a few seconds)."""
+    data_dir = tmp_path_factory.mktemp("panama_law_index")
+    import_file(constitution_path, data_dir, corpus.SOURCE_SHA256)
+    return data_dir
+
+
+@pytest.fixture(scope="session")
+def searcher(built_dir: Path) -> Searcher:
+    return Searcher(index.load(built_dir))
+
+
+@pytest.fixture(scope="session")
+def server_url(searcher: Searcher) -> Iterator[str]:
+    """The embedded search server on a free loopback port, with a bearer token set."""
+    with serving(searcher) as url:
+        yield url
+
+
+def pytest_terminal_summary(terminalreporter: TerminalReporter) -> None:
+    """One closing line when tests skipped because the Constitution could not be had, with the reason."""
+    skipped = [r for r in terminalreporter.stats.get("skipped", []) if constitution.SKIP_PREFIX in str(r.longrepr)]
+    if skipped:
+        reason = constitution.lookup().why_missing
+        terminalreporter.write_line(
+            f"{len(skipped)} tests skipped: {reason}. Put the file at {constitution.BESIDE_CHECKOUT} "
+            f"or set {constitution.ENV_OVERRIDE}.",
+            yellow=True,
+            bold=True,
+        )
