@@ -17,7 +17,7 @@ help:
 	@echo "make run        start livekit-server, the search server, the page service and the worker"
 	@echo "make test       the whole test suite (installs what it needs)"
 	@echo "make test-fast  the suite without the end-to-end tests"
-	@echo "make lint       ruff"
+	@echo "make lint       ruff and mypy (strict for agent/ and panama_law/)"
 	@echo "make bench      the benchmarks (figures in bench/results/)"
 
 $(STAMP): pyproject.toml
@@ -64,6 +64,7 @@ test-web: $(WEB_STAMP)
 lint: $(STAMP)
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check agent panama_law realtime_standin tests bench
+	$(PY) -m mypy
 
 format: $(STAMP)
 	$(PY) -m ruff format agent panama_law realtime_standin tests bench

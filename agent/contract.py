@@ -143,9 +143,9 @@ class ValidatedResults:
 class ResultError(ValueError):
     """The server answered, but nothing in the answer may be used as evidence."""
 
-    def __init__(self, code: str, message: str) -> None:
+    def __init__(self, code: FailureReason, message: str) -> None:
         super().__init__(message)
-        self.code = code
+        self.code: FailureReason = code
 
 
 def validate_arguments(arguments: Any) -> str:

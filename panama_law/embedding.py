@@ -36,11 +36,13 @@ def encode(texts: Sequence[str], batch_size: int = 64) -> np.ndarray:
         out[start : start + len(chunk)] = np.asarray(model.encode(chunk), dtype=np.float32)
     norms = np.linalg.norm(out, axis=1, keepdims=True)
     norms[norms == 0] = 1.0
-    return out / norms
+    normalised: np.ndarray = out / norms
+    return normalised
 
 
 def encode_one(text: str) -> np.ndarray:
-    return encode([text])[0]
+    row: np.ndarray = encode([text])[0]
+    return row
 
 
 def warm_up() -> None:

@@ -91,7 +91,7 @@ def scrape_registry() -> CollectorRegistry:
     """The registry to expose: every process's values in multiprocess mode, else the default one."""
     if _multiprocess_dir():
         registry = CollectorRegistry()
-        _mp.MultiProcessCollector(registry)
+        _mp.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]  # untyped in prometheus-client
         return registry
     return REGISTRY
 
@@ -134,4 +134,4 @@ def release_process_gauges(pid: int | None = None) -> None:
     """
     directory = _multiprocess_dir()
     if directory:
-        _mp.mark_process_dead(pid if pid is not None else os.getpid(), directory)
+        _mp.mark_process_dead(pid if pid is not None else os.getpid(), directory)  # type: ignore[no-untyped-call]

@@ -82,10 +82,9 @@ class _LexvozTracer(trace.Tracer):
     def start_span(self, *args: Any, **kwargs: Any) -> Span:
         return self._tracer.start_span(*args, **kwargs)
 
-    @contextmanager
-    def start_as_current_span(self, *args: Any, **kwargs: Any) -> Iterator[Span]:
-        with self._tracer.start_as_current_span(*args, **kwargs) as span:
-            yield span
+    def start_as_current_span(self, *args: Any, **kwargs: Any) -> Any:
+        """The current provider's own context manager, returned as is (the proxy only picks the provider)."""
+        return self._tracer.start_as_current_span(*args, **kwargs)
 
 
 tracer = _LexvozTracer()

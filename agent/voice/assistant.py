@@ -117,7 +117,7 @@ class LexvozAgent(Agent):
             logger.warning("could not answer %d dropped call(s): %s", len(dropped), type(exc).__name__)
 
     @function_tool(raw_schema=_RAW_SCHEMA)
-    async def search_panama_law(self, raw_arguments: dict[str, object], context: RunContext) -> ToolResult:
+    async def search_panama_law(self, raw_arguments: dict[str, object], context: RunContext[Any]) -> ToolResult:
         """A discarded search answers its call (the model keeps calls open) but asks for no reply."""
         call_id = context.function_call.call_id
         # Resolves only when the framework marks this speech interrupted (the user talked over it).
@@ -148,7 +148,7 @@ FRAMEWORK_TEXT_INPUT: TextInputCallback = TextInputOptions().text_input_cb
 def make_text_input_cb(agent: LexvozAgent) -> TextInputCallback:
     """Typed `lk.chat` input is a new user turn too: advance the guard, then do what the framework does."""
 
-    async def _cb(session: AgentSession, ev: TextInputEvent) -> None:
+    async def _cb(session: AgentSession[Any], ev: TextInputEvent) -> None:
         agent.on_new_user_turn()
         result = FRAMEWORK_TEXT_INPUT(session, ev)
         if inspect.isawaitable(result):

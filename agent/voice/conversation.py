@@ -85,7 +85,7 @@ def build_realtime_model(
 
 @dataclass
 class Conversation:
-    session: AgentSession
+    session: AgentSession[Any]
     agent: LexvozAgent
     research: ResearchSession
     warm_up: asyncio.Task[None] | None = None
@@ -107,7 +107,7 @@ async def start_conversation(
         searches_per_minute=settings.searches_per_minute,
         observers=[count_tool_call, *(observers or [])],
     )
-    session: AgentSession = AgentSession(llm=build_realtime_model(settings), vad=vad)
+    session: AgentSession[Any] = AgentSession(llm=build_realtime_model(settings), vad=vad)
     agent = LexvozAgent(research, greet=greet)
     with contextlib.suppress(Exception):
         await room.local_participant.set_attributes({MODE_ATTRIBUTE: "rehearsal" if settings.rehearsal else "live"})

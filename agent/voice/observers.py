@@ -30,7 +30,7 @@ def ledger_observer(ledger: EvidenceLedger, *, room: str, session_id: str) -> Ca
                 call_id=event.call_id,
                 tool=TOOL_NAME,
                 query=event.query,
-                outcome=event.outcome,  # type: ignore[arg-type]
+                outcome=event.outcome,
                 duration_ms=round(event.duration_ms, 3),
                 reason=event.reason,
                 sources=sources_from(event.sources),

@@ -222,9 +222,8 @@ def model_output(sources: list[Source]) -> str:
 
 
 def _query_of(arguments: Any) -> str:
-    if isinstance(arguments, dict) and isinstance(arguments.get("query"), str):
-        return arguments["query"].strip()
-    return ""
+    query = arguments.get("query") if isinstance(arguments, dict) else None
+    return query.strip() if isinstance(query, str) else ""
 
 
 def _ms(started: float) -> float:
