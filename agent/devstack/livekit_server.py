@@ -55,12 +55,50 @@ def find_or_build(*, build: bool = True, log: bool = True) -> Path:
         )
     cache_dir().mkdir(parents=True, exist_ok=True)
     if log:
-        print(f"building livekit-server {VERSION} with go install (first run only) ...", file=sys.stderr)
+        print(
+            f"building livekit-server {VERSION} with go install (first run only; several minutes on 2 cores) ...",
+            file=sys.stderr,
+        )
     env = {**os.environ, "GOBIN": str(cache_dir()), "CGO_ENABLED": os.environ.get("CGO_ENABLED", "0")}
-    subprocess.run([go, "install", f"{GO_MODULE}@{VERSION}"], env=env, check=True)
+    _go_install_with_progress([go, "install", "-v", f"{GO_MODULE}@{VERSION}"], env, log=log)
     if not cached.is_file():
         raise LiveKitServerMissing(f"go install finished but {cached} is missing")
     return cached
+
+
+PROGRESS_EVERY_S = 10.0
+
+
+def _go_install_with_progress(cmd: list[str], env: dict[str, str], *, log: bool) -> None:
+    """Run `go install -v`, turning its one-line-per-step output into a progress line every few seconds.
+
+    A first build downloads ~250 modules and compiles ~1,000 packages: minutes of silence would look hung.
+    """
+    started = time.monotonic()
+    last_report = started
+    downloaded = compiled = 0
+    tail: list[str] = []
+    with subprocess.Popen(cmd, env=env, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True) as proc:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            if line.startswith("go: downloading"):
+                downloaded += 1
+            elif line.strip() and not line.startswith("go:"):
+                compiled += 1
+            tail = [*tail[-19:], line.rstrip()]
+            now = time.monotonic()
+            if log and now - last_report >= PROGRESS_EVERY_S:
+                last_report = now
+                print(
+                    f"  livekit-server build: {downloaded} modules downloaded, {compiled} packages compiled,"
+                    f" {now - started:.0f} s",
+                    file=sys.stderr,
+                    flush=True,
+                )
+    if proc.returncode != 0:
+        raise LiveKitServerMissing("go install failed:\n  " + "\n  ".join(tail))
+    if log:
+        print(f"  livekit-server built in {time.monotonic() - started:.0f} s", file=sys.stderr)
 
 
 def start(
