@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import AsyncIterator
 
 import pytest
@@ -95,13 +96,19 @@ async def test_transient_5xx_is_retried_once(server: FakeMcpServer) -> None:
     assert server.tool_call_posts == 2 + 2  # one retry each, never more
 
 
-async def test_timeout_is_retried_once_then_fails(server: FakeMcpServer) -> None:
-    server.behaviour.delay_s = 1.0
-    async with opened(server.url, call_timeout_s=0.2) as gw:
+async def test_timeout_is_final_cancelled_and_answered_within_the_deadline(server: FakeMcpServer) -> None:
+    server.behaviour.delay_s = 5.0
+    async with opened(server.url, call_timeout_s=0.5) as gw:
+        await gw.connect()
+        started = time.perf_counter()
         with pytest.raises(GatewayError) as info:
             await gw.search({"query": "lento"})
+        elapsed = time.perf_counter() - started
+        await asyncio.wait_for(server.call_cancelled.wait(), 5)
     assert info.value.kind == "timeout"
-    assert server.tool_calls_started == 2
+    assert elapsed < 0.5 + 0.25  # the deadline, with no second attempt
+    assert server.tool_calls_started == 1
+    assert server.cancel_notifications == 1
 
 
 async def test_dead_server_is_a_transport_error_and_reconnects_when_back() -> None:
