@@ -258,7 +258,8 @@ def validate_results(structured: Any) -> ValidatedResults:
             reasons.append(f"source {position}: {_reason(exc)}")
     if not valid:
         raise ResultError("invalid_result", f"none of the {len(results)} sources is valid: {'; '.join(reasons[:3])}")
-    return ValidatedResults(sources=valid, dropped=len(reasons), truncated=len(results) - examined, drop_reasons=reasons)
+    truncated = len(results) - examined
+    return ValidatedResults(sources=valid, dropped=len(reasons), truncated=truncated, drop_reasons=reasons)
 
 
 def _reason(exc: Exception) -> str:

@@ -142,7 +142,8 @@ class Connection:
             raise GatewayError("transport", "the MCP session closed", retryable=True, reconnect=True)
         token = set_probe(probe)
         try:
-            request = types.CallToolRequest(params=types.CallToolRequestParams(name=TOOL_NAME, arguments={"query": query}))
+            params = types.CallToolRequestParams(name=TOOL_NAME, arguments={"query": query})
+            request = types.CallToolRequest(params=params)
             return await session.send_request(request, types.CallToolResult)
         finally:
             reset_probe(token)

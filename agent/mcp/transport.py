@@ -86,12 +86,13 @@ class GatewayTransport(httpx2.AsyncBaseTransport):
             return await self._error_response(request, response)
         if probe is not None:
             probe.replies_started += 1
-        declared = response.headers.get("content-length")
+        length = response.headers.get("content-length")
+        declared = int(length) if length and length.isdigit() else None
         assert isinstance(response.stream, httpx2.AsyncByteStream)
         return httpx2.Response(
             response.status_code,
             headers=response.headers,
-            stream=_CappedStream(response.stream, self._cap, int(declared) if declared and declared.isdigit() else None),
+            stream=_CappedStream(response.stream, self._cap, declared),
             request=request,
             extensions=response.extensions,
         )
