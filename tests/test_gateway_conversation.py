@@ -42,7 +42,7 @@ def test_model_is_asked_in_spanish_to_leave_personal_data_out_of_queries() -> No
     assert "generaliza" in INSTRUCTIONS
 
 
-async def test_spoken_answers_are_capped_at_600_output_tokens(http: aiohttp.ClientSession) -> None:
+async def test_spoken_answers_are_capped_at_600_output_tokens(http: aiohttp.ClientSession) -> None:  # noqa: F811
     async with RealtimeStandIn(speed=50.0, ms_per_char=5) as standin:
         srv = FakeMcpServer()
         async with srv.running(), Rig(srv.url, standin, http, greet=False):
@@ -59,7 +59,7 @@ class AttributeRoom(RecordingParticipant):
         self.attributes.update(attributes)
 
 
-async def test_maximum_length_says_goodbye_tells_the_page_and_closes(http: aiohttp.ClientSession) -> None:
+async def test_maximum_length_says_goodbye_tells_the_page_and_closes(http: aiohttp.ClientSession) -> None:  # noqa: F811
     async with RealtimeStandIn(speed=50.0, ms_per_char=5) as standin:
         srv = FakeMcpServer()
         async with srv.running(), Rig(srv.url, standin, http, greet=False) as rig:
