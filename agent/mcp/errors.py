@@ -97,7 +97,8 @@ def _status_error(probe: Probe, *, in_session: bool) -> GatewayError | None:
             return GatewayError("auth", _with_text(detail, probe), status=status, server_text=text)
         if status in (401, 403):
             verb = "refused our credentials" if status == 401 else "refused access with our credentials"
-            return GatewayError("auth", _with_text(f"the MCP server {verb} (HTTP {status})", probe), status=status)
+            detail = _with_text(f"the MCP server {verb} (HTTP {status})", probe)
+            return GatewayError("auth", detail, status=status, server_text=text)
     for status in probe.statuses:
         if status == 404 and in_session:
             detail = "the MCP server no longer knows our session (HTTP 404); reconnecting"
