@@ -107,7 +107,7 @@ def build_realtime_model(
 
 @dataclass
 class Conversation:
-    session: AgentSession
+    session: AgentSession[Any]
     agent: LexvozAgent
     research: ResearchSession
     warm_up: asyncio.Task[None] | None = None
@@ -130,7 +130,7 @@ async def start_conversation(
         searches_per_minute=settings.searches_per_minute,
         observers=[count_tool_call, *(observers or [])],
     )
-    session: AgentSession = AgentSession(llm=build_realtime_model(settings), vad=vad)
+    session: AgentSession[Any] = AgentSession(llm=build_realtime_model(settings), vad=vad)
     agent = LexvozAgent(research, greet=greet)
     with contextlib.suppress(Exception):
         await room.local_participant.set_attributes({MODE_ATTRIBUTE: "rehearsal" if settings.rehearsal else "live"})
@@ -153,7 +153,7 @@ class _AttributeTarget(Protocol):
     async def set_attributes(self, attributes: dict[str, str]) -> None: ...
 
 
-async def end_after(session: AgentSession, participant: _AttributeTarget, max_s: float) -> None:
+async def end_after(session: AgentSession[Any], participant: _AttributeTarget, max_s: float) -> None:
     """The conversation's maximum length: tell the page why, say goodbye in Spanish, close the session."""
     await asyncio.sleep(max_s)
     logger.info("conversation reached its maximum length (%g s); ending it", max_s)
