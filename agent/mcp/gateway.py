@@ -182,8 +182,11 @@ class McpGateway:
                 result = await self._policy.run(
                     lambda: self._attempt(query), before_retry=self._before_retry, attempts=attempts
                 )
-            finally:
+            except GatewayError:
                 metrics.mcp_latency_ms.observe((time.perf_counter() - started) * 1000)
+                raise
+            # a cancelled search had no round trip and is not observed
+            metrics.mcp_latency_ms.observe((time.perf_counter() - started) * 1000)
         except GatewayError as exc:
             exc.duration_ms = (time.perf_counter() - started) * 1000
             raise
