@@ -7,11 +7,12 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 WEB_STAMP := web/node_modules/.installed
+INTEROP_STAMP := tests/interop/node_modules/.installed
 # A local copy of the Constitution JSON to import instead of downloading (optional).
 PANAMA_LAW_SOURCE ?=
 export PANAMA_LAW_SOURCE
 
-.PHONY: help venv web web-deps livekit-server browser run test test-fast test-web lint format bench clean
+.PHONY: help venv web web-deps interop-deps livekit-server browser run test test-fast test-web lint format bench clean
 
 help:
 	@echo "make run        start livekit-server, the search server, the page service and the worker"
@@ -34,6 +35,13 @@ $(WEB_STAMP): web/package.json web/package-lock.json
 
 web-deps: $(WEB_STAMP)
 
+# The official TypeScript MCP SDK for the interop tests (tests/interop), from its lockfile.
+$(INTEROP_STAMP): tests/interop/package.json tests/interop/package-lock.json
+	cd tests/interop && npm ci --no-audit --no-fund
+	@touch $@
+
+interop-deps: $(INTEROP_STAMP)
+
 web: $(WEB_STAMP)
 	cd web && npm run build
 
@@ -51,11 +59,11 @@ browser:
 run: $(STAMP) web livekit-server
 	$(PY) -m agent run
 
-test: $(STAMP) web livekit-server browser
+test: $(STAMP) web interop-deps livekit-server browser
 	cd web && npm test
 	$(PY) -m pytest
 
-test-fast: $(STAMP)
+test-fast: $(STAMP) interop-deps
 	$(PY) -m pytest -m "not e2e"
 
 test-web: $(WEB_STAMP)
@@ -75,4 +83,4 @@ bench: $(STAMP) livekit-server
 	$(PY) bench/evidence.py
 
 clean:
-	rm -rf $(VENV) web/node_modules web/dist bench/results
+	rm -rf $(VENV) web/node_modules web/dist tests/interop/node_modules bench/results

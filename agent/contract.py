@@ -6,11 +6,15 @@ the gateway, the `mcp-check` command and the tests all read one definition.
 
 from __future__ import annotations
 
+import ipaddress
+import unicodedata
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
-from urllib.parse import urlsplit
+from urllib.parse import SplitResult, urlsplit, urlunsplit
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+import idna
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 TOOL_NAME = "search_panama_law"
 MAX_QUERY_CHARS = 2_000
@@ -94,12 +98,70 @@ class ArgumentError(ValueError):
     """The model produced arguments the contract does not allow; nothing is sent to the server."""
 
 
-def _clean_text(value: str) -> str:
-    return value.strip()
+# Bidirectional formatting characters: they can make a citation or a link read differently on screen
+# from what it is (the "Trojan Source" trick), so no evidence field may carry them.
+_BIDI_CONTROLS = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+_ALLOWED_CONTROLS = frozenset("\n\t")
+_TEXT_FIELDS = ("title", "citation", "excerpt", "date", "gaceta", "official_source_name", "official_source_url")
+_OPTIONAL_FIELDS = frozenset(("date", "gaceta", "official_source_name", "official_source_url"))
+
+
+def unsafe_characters(value: str) -> str | None:
+    """Name the first control or bidirectional character in `value`, or None when there is none."""
+    for ch in value:
+        if ch in _BIDI_CONTROLS:
+            return f"bidirectional control U+{ord(ch):04X}"
+        if unicodedata.category(ch) == "Cc" and ch not in _ALLOWED_CONTROLS:
+            return f"control character U+{ord(ch):04X}"
+    return None
+
+
+def normalise_link(value: str) -> str:
+    """An http(s) link made safe to show: IDNA-normalised host, no user info, no backslash, a real port.
+
+    Raises ValueError naming the rule. Look-alike Unicode hosts come out as their `xn--` form, so what
+    the page shows is what the browser will open.
+    """
+    if "\\" in value:
+        raise ValueError("link contains a backslash")
+    if any(ch.isspace() for ch in value):
+        raise ValueError("link contains whitespace")
+    parts = urlsplit(value)
+    if parts.scheme.lower() not in ("http", "https"):
+        raise ValueError("link must be http or https")
+    if "@" in parts.netloc:
+        raise ValueError("link must not carry user info")
+    if not parts.hostname:
+        raise ValueError("link has no host")
+    try:
+        port = parts.port
+    except ValueError:
+        raise ValueError("link has an invalid port") from None
+    if port == 0:
+        raise ValueError("link has an invalid port")
+    host = _ascii_host(parts.hostname)
+    netloc = host if port is None else f"{host}:{port}"
+    return urlunsplit(SplitResult(parts.scheme.lower(), netloc, parts.path, parts.query, parts.fragment))
+
+
+def _ascii_host(hostname: str) -> str:
+    if hostname.startswith("[") or ":" in hostname:
+        try:
+            return f"[{ipaddress.IPv6Address(hostname.strip('[]'))}]"
+        except ValueError:
+            raise ValueError("link has an invalid host") from None
+    try:
+        return idna.encode(hostname.rstrip("."), uts46=True).decode("ascii")
+    except idna.IDNAError:
+        raise ValueError("link host is not a valid domain name") from None
 
 
 class Source(BaseModel):
-    """One piece of evidence as it may reach the model and the page; unknown fields are dropped."""
+    """One piece of evidence as it may reach the model and the page; unknown fields are dropped.
+
+    A required field with a control or bidirectional character drops the source; an optional one is
+    dropped on its own and the source kept.
+    """
 
     model_config = ConfigDict(extra="ignore", frozen=True, str_strip_whitespace=True)
 
@@ -111,19 +173,34 @@ class Source(BaseModel):
     official_source_name: str | None = Field(default=None, max_length=MAX_TITLE_CHARS)
     official_source_url: str | None = Field(default=None, max_length=MAX_URL_CHARS)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _no_hidden_characters(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        clean = dict(data)
+        for name in _TEXT_FIELDS:
+            value = clean.get(name)
+            if not isinstance(value, str):
+                continue
+            problem = unsafe_characters(value)
+            if problem is None:
+                continue
+            if name in _OPTIONAL_FIELDS:
+                clean.pop(name)
+            else:
+                raise ValueError(f"{name} contains a {problem}")
+        return clean
+
     @field_validator("official_source_url")
     @classmethod
     def _safe_url(cls, v: str | None) -> str | None:
         if v is None:
             return None
-        parts = urlsplit(v)
-        if parts.scheme.lower() not in ("http", "https"):
-            raise ValueError("official_source_url must be http or https")
-        if not parts.hostname:
-            raise ValueError("official_source_url has no host")
-        if parts.username is not None or parts.password is not None or "@" in parts.netloc:
-            raise ValueError("official_source_url must not carry user info")
-        return v
+        link = normalise_link(v)
+        if len(link) > MAX_URL_CHARS:
+            raise ValueError("link is too long once normalised")
+        return link
 
     def public_dict(self) -> dict[str, str]:
         """The source as sent to the model and the room: only fields that are present."""
@@ -180,24 +257,72 @@ def validate_results(structured: Any) -> ValidatedResults:
         return ValidatedResults(sources=[])
     valid: list[Source] = []
     reasons: list[str] = []
-    for raw in results:
+    examined = 0
+    for position, raw in enumerate(results, start=1):
+        if len(valid) == MAX_SOURCES:
+            break  # validation stops here: nothing past the third valid source can be used
+        examined = position
         try:
             if not isinstance(raw, dict):
                 raise ValueError("a source must be an object")
             valid.append(Source.model_validate(raw))
         except (ValidationError, ValueError) as exc:
-            reasons.append(_reason(exc))
+            reasons.append(f"source {position}: {_reason(exc)}")
     if not valid:
-        raise ResultError("invalid_result", f"none of the {len(results)} sources is valid")
-    kept = valid[:MAX_SOURCES]
-    return ValidatedResults(sources=kept, dropped=len(reasons), truncated=len(valid) - len(kept), drop_reasons=reasons)
+        raise ResultError("invalid_result", f"none of the {len(results)} sources is valid: {'; '.join(reasons[:3])}")
+    truncated = len(results) - examined
+    return ValidatedResults(sources=valid, dropped=len(reasons), truncated=truncated, drop_reasons=reasons)
 
 
 def _reason(exc: Exception) -> str:
     if isinstance(exc, ValidationError):
         err = exc.errors()[0]
-        return f"{'.'.join(str(p) for p in err['loc']) or 'source'}: {err['msg']}"
+        where = ".".join(str(p) for p in err["loc"])
+        message = str(err["msg"]).removeprefix("Value error, ")
+        return f"{where}: {message}" if where else message
     return str(exc)
+
+
+LOOPBACK_NAMES = frozenset(("localhost", "localhost.localdomain", "ip6-localhost"))
+
+
+class EndpointRefused(ValueError):
+    """The MCP endpoint URL breaks the transport policy; the message is the one line for the operator."""
+
+
+def check_endpoint_url(url: str, insecure_hosts: Iterable[str] = ()) -> str:
+    """Return `url` if the gateway may send a token and legal questions to it, else raise EndpointRefused.
+
+    https for every host; plain http only for loopback or for hosts the operator listed (a private
+    network such as a Compose service name); never user info, which would replace the bearer header
+    with Basic credentials and print the password wherever the URL is shown.
+    """
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    if scheme not in ("http", "https"):
+        raise EndpointRefused("LEXVOZ_MCP_URL must start with https:// (or http:// for loopback or a listed host)")
+    if "@" in parts.netloc:
+        raise EndpointRefused(
+            "LEXVOZ_MCP_URL must not carry user info (user:password@); set the token in LEXVOZ_MCP_TOKEN"
+        )
+    host = (parts.hostname or "").lower()
+    if not host:
+        raise EndpointRefused("LEXVOZ_MCP_URL has no host")
+    if scheme == "http" and not _is_loopback(host) and host not in {h.strip().lower() for h in insecure_hosts}:
+        raise EndpointRefused(
+            f"refusing plain http:// to {host!r}: the token and every question would travel in clear; use "
+            "https://, or add the host to LEXVOZ_MCP_INSECURE_HOSTS if the network to it is private"
+        )
+    return url
+
+
+def _is_loopback(host: str) -> bool:
+    if host in LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
 
 
 def check_tool(tool_name: str, input_schema: Any, output_schema: Any) -> None:

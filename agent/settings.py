@@ -9,9 +9,12 @@ from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
+from typing import Annotated
 
-from pydantic import AnyHttpUrl, Field, SecretStr, ValidationError, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import AnyHttpUrl, Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+from agent.contract import EndpointRefused, check_endpoint_url
 
 DEFAULT_MCP_URL = "http://127.0.0.1:8765/mcp"
 # Local development only (livekit-server wants >= 32 characters); never use in production.
@@ -46,6 +49,14 @@ class Settings(BaseSettings):
     mcp_retry_delay_s: float = Field(default=0.1, ge=0, le=10, alias="LEXVOZ_MCP_RETRY_DELAY_S")
     breaker_failure_threshold: int = Field(default=3, ge=1, le=100, alias="LEXVOZ_BREAKER_FAILURES")
     breaker_reset_s: float = Field(default=30.0, gt=0, le=3600, alias="LEXVOZ_BREAKER_RESET_S")
+    # Hosts that may be reached over plain http:// besides loopback (comma-separated), e.g. a Compose service.
+    mcp_insecure_hosts: Annotated[tuple[str, ...], NoDecode] = Field(default=(), alias="LEXVOZ_MCP_INSECURE_HOSTS")
+    mcp_max_reply_bytes: int = Field(default=1_048_576, ge=1024, le=64 * 1_048_576, alias="LEXVOZ_MCP_MAX_REPLY_BYTES")
+    mcp_mask_queries: bool = Field(default=True, alias="LEXVOZ_MCP_MASK_QUERIES")
+
+    # Conversation bounds
+    max_conversation_s: float = Field(default=1800.0, ge=60, le=24 * 3600, alias="LEXVOZ_MAX_CONVERSATION_S")
+    max_output_tokens: int = Field(default=600, ge=50, le=4096, alias="LEXVOZ_MAX_OUTPUT_TOKENS")
 
     # Worker process
     max_jobs: int = Field(default=8, ge=1, le=1000, alias="LEXVOZ_MAX_JOBS")
@@ -88,6 +99,21 @@ class Settings(BaseSettings):
         """`KEY=` in a .env file means "not set", not "set to nothing"."""
         return None if isinstance(v, str) and not v.strip() else v
 
+    @field_validator("mcp_insecure_hosts", mode="before")
+    @classmethod
+    def _host_list(cls, v: object) -> object:
+        if isinstance(v, str):
+            return tuple(h.strip().lower() for h in v.split(",") if h.strip())
+        return v
+
+    @model_validator(mode="after")
+    def _mcp_url_policy(self) -> Settings:
+        try:
+            check_endpoint_url(str(self.mcp_url), self.mcp_insecure_hosts)
+        except EndpointRefused as exc:
+            raise SettingsError(f"invalid setting LEXVOZ_MCP_URL: {exc}") from None
+        return self
+
     @field_validator("livekit_url", "public_livekit_url")
     @classmethod
     def _ws_scheme(cls, v: str | None) -> str | None:
@@ -108,5 +134,7 @@ def get_settings() -> Settings:
     """Load once per process; a bad value raises SettingsError with one line naming the variable."""
     try:
         return Settings()
+    except SettingsError:
+        raise
     except ValidationError as exc:
         raise SettingsError(_first_error_line(exc)) from None

@@ -20,7 +20,7 @@ from agent.ops.ledger import EvidenceLedger
 from agent.ops.redact import RedactingFilter
 from agent.ops.telemetry import setup_tracing, shutdown_tracing
 from agent.settings import Settings, SettingsError, get_settings
-from agent.voice.conversation import start_conversation
+from agent.voice.conversation import close_shared_gateway, start_conversation
 from agent.voice.observers import ledger_observer
 
 logger = logging.getLogger("lexvoz.worker")
@@ -99,6 +99,7 @@ async def entrypoint(ctx: JobContext) -> None:
     await ledger.start()
 
     async def _shutdown(*_: object) -> None:
+        await close_shared_gateway("job shutdown")
         await ledger.close()
         shutdown_tracing(provider)
         metrics.release_process_gauges()

@@ -53,13 +53,22 @@ class FakeMcpBehaviour:
     token: str | None = None
     # HTTP faults for tools/call POSTs, consumed in order: a status code to answer with instead.
     call_faults: list[int] = field(default_factory=list)
+    fault_body: bytes = b'{"error":"injected"}'
+    # Like LexLatam's hosted endpoint: once a client holds the standalone GET stream open, every POST stalls.
+    stall_posts_while_get_open: bool = False
+    # Answer initialize with this protocol version instead of negotiating (an unsupported one, say).
+    force_protocol_version: str | None = None
 
 
 class FakeMcpServer:
     """Runs on a free loopback port inside the test's event loop."""
 
-    def __init__(self, behaviour: FakeMcpBehaviour | None = None) -> None:
+    def __init__(self, behaviour: FakeMcpBehaviour | None = None, *, json_response: bool = False) -> None:
         self.behaviour = behaviour or FakeMcpBehaviour()
+        self.get_requests = 0  # standalone GET streams that reached the server
+        self.open_gets = 0
+        self.delete_requests = 0
+        self.methods: list[str] = []
         self.tool_call_posts = 0  # tools/call requests that reached the HTTP layer
         self.tool_calls_started = 0  # tools/call handler invocations
         self.cancelled_calls = 0  # handler invocations cancelled by notifications/cancelled
@@ -72,7 +81,7 @@ class FakeMcpServer:
         self._server: uvicorn.Server | None = None
         self._task: asyncio.Task[None] | None = None
         self._mcp = Server("lexvoz-test-search", on_list_tools=self._list_tools, on_call_tool=self._call_tool)
-        self._app = self._mcp.streamable_http_app(json_response=False)
+        self._app = self._mcp.streamable_http_app(json_response=json_response)
 
     @property
     def url(self) -> str:
@@ -120,6 +129,14 @@ class FakeMcpServer:
             await self._app(scope, receive, send)
             return
         headers = {k.decode().lower(): v.decode() for k, v in scope.get("headers", [])}
+        b = self.behaviour
+        if scope["method"] == "GET":
+            await self._serve_get(scope, receive, send)
+            return
+        if scope["method"] == "DELETE":
+            self.delete_requests += 1
+        if b.stall_posts_while_get_open and self.open_gets:
+            await asyncio.Event().wait()  # stalls until the client gives up
         body = b""
         more = True
         while more:
@@ -131,15 +148,26 @@ class FakeMcpServer:
             method = json.loads(body).get("method")
         if method == "notifications/cancelled":
             self.cancel_notifications += 1
+        if method:
+            self.methods.append(method)
         if method == "tools/call":
             self.tool_call_posts += 1
             self.auth_headers.append(headers.get("authorization"))
-        b = self.behaviour
         if b.token is not None and headers.get("authorization") != f"Bearer {b.token}":
             await _plain(send, 401, b'{"error":"unauthorized"}')
             return
         if method == "tools/call" and b.call_faults:
-            await _plain(send, b.call_faults.pop(0), b'{"error":"injected"}')
+            await _plain(send, b.call_faults.pop(0), b.fault_body)
+            return
+        if method == "initialize" and b.force_protocol_version is not None:
+            request_id = json.loads(body).get("id")
+            result = {
+                "protocolVersion": b.force_protocol_version,
+                "capabilities": {"tools": {}},
+                "serverInfo": {"name": "lexvoz-test-search", "version": "0"},
+            }
+            reply = json.dumps({"jsonrpc": "2.0", "id": request_id, "result": result}).encode()
+            await _plain(send, 200, reply)
             return
 
         sent = False
@@ -152,6 +180,14 @@ class FakeMcpServer:
             return await receive()
 
         await self._app(scope, replay, send)
+
+    async def _serve_get(self, scope: Scope, receive: Receive, send: Send) -> None:
+        self.get_requests += 1
+        self.open_gets += 1
+        try:
+            await self._app(scope, receive, send)
+        finally:
+            self.open_gets -= 1
 
     async def start(self) -> None:
         config = uvicorn.Config(

@@ -3,30 +3,15 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from collections.abc import AsyncIterator
+import time
 
 import pytest
 
 from agent.contract import TOOL_NAME
 from agent.mcp.breaker import BreakerOptions
 from agent.mcp.gateway import GatewayError, GatewayOptions, McpGateway
+from tests.gateways import make_gateway, opened
 from tests.mcp_fixture import FakeMcpBehaviour, FakeMcpServer, synthetic_source
-
-
-@contextlib.asynccontextmanager
-async def opened(url: str, **kw) -> AsyncIterator[McpGateway]:
-    gw = make_gateway(url, **kw)
-    try:
-        yield gw
-    finally:
-        await gw.aclose()
-
-
-def make_gateway(url: str, **kw) -> McpGateway:
-    opts = dict(url=url, call_timeout_s=2.0, connect_timeout_s=2.0, retry_delay_s=0.01)
-    opts.update(kw)
-    return McpGateway(GatewayOptions(**opts))
 
 
 async def test_search_returns_validated_sources(server: FakeMcpServer) -> None:
@@ -61,7 +46,7 @@ async def test_auth_failure_makes_exactly_one_request_and_no_retry(server: FakeM
         server.behaviour.call_faults = [401, 401, 401]
         with pytest.raises(GatewayError) as info:
             await gw.search({"query": "uno"})
-    assert info.value.kind == "auth"
+    assert info.value.reason == "auth"
     assert server.tool_call_posts == 1
     assert server.auth_headers == ["Bearer right"]  # never an anonymous retry
 
@@ -71,7 +56,7 @@ async def test_auth_failure_at_connect_is_reported_as_auth(server: FakeMcpServer
     async with opened(server.url, token="wrong") as gw:
         with pytest.raises(GatewayError) as info:
             await gw.search({"query": "uno"})
-    assert info.value.kind == "auth"
+    assert info.value.reason == "auth"
     assert gw.connects == 1
 
 
@@ -84,17 +69,23 @@ async def test_transient_5xx_is_retried_once(server: FakeMcpServer) -> None:
         server.behaviour.call_faults = [502, 502, 502]
         with pytest.raises(GatewayError) as info:
             await gw.search({"query": "dos"})
-    assert info.value.kind == "transport"
+    assert info.value.reason == "transport"
     assert server.tool_call_posts == 2 + 2  # one retry each, never more
 
 
-async def test_timeout_is_retried_once_then_fails(server: FakeMcpServer) -> None:
-    server.behaviour.delay_s = 1.0
-    async with opened(server.url, call_timeout_s=0.2) as gw:
+async def test_timeout_is_final_cancelled_and_answered_within_the_deadline(server: FakeMcpServer) -> None:
+    server.behaviour.delay_s = 5.0
+    async with opened(server.url, call_timeout_s=0.5) as gw:
+        await gw.connect()
+        started = time.perf_counter()
         with pytest.raises(GatewayError) as info:
             await gw.search({"query": "lento"})
-    assert info.value.kind == "timeout"
-    assert server.tool_calls_started == 2
+        elapsed = time.perf_counter() - started
+        await asyncio.wait_for(server.call_cancelled.wait(), 5)
+    assert info.value.reason == "timeout"
+    assert elapsed < 0.5 + 0.25  # the deadline, with no second attempt
+    assert server.tool_calls_started == 1
+    assert server.cancel_notifications == 1
 
 
 async def test_dead_server_is_a_transport_error_and_reconnects_when_back() -> None:
@@ -102,7 +93,7 @@ async def test_dead_server_is_a_transport_error_and_reconnects_when_back() -> No
     async with opened(srv.url) as gw:
         with pytest.raises(GatewayError) as info:
             await gw.search({"query": "uno"})
-        assert info.value.kind == "transport"
+        assert info.value.reason == "transport"
         async with srv.running():
             result = await gw.search({"query": "dos"})
             assert result.sources
@@ -155,7 +146,7 @@ async def test_contract_mismatch_is_refused_naming_the_difference(behaviour: Fak
                 await gw.search({"query": "uno"})
         finally:
             await gw.aclose()
-    assert info.value.kind == "contract"
+    assert info.value.reason == "contract"
     assert needle in info.value.detail
     assert srv.tool_calls_started == 0
 
@@ -165,7 +156,7 @@ async def test_other_tool_names_are_never_sent(server: FakeMcpServer) -> None:
     async with opened(server.url) as gw:
         with pytest.raises(GatewayError) as info:
             await gw.search({"query": "uno"}, tool_name="delete_everything")
-    assert info.value.kind == "invalid_arguments"
+    assert info.value.reason == "invalid_arguments"
     assert server.tool_call_posts == 0
 
 
@@ -185,7 +176,7 @@ async def test_bad_arguments_never_reach_the_server(server: FakeMcpServer, argum
     async with opened(server.url) as gw:
         with pytest.raises(GatewayError) as info:
             await gw.search(arguments)
-    assert info.value.kind == "invalid_arguments"
+    assert info.value.reason == "invalid_arguments"
     assert server.tool_call_posts == 0
 
 
@@ -194,7 +185,7 @@ async def test_is_error_is_a_failure_even_on_http_200(server: FakeMcpServer) -> 
     async with opened(server.url) as gw:
         with pytest.raises(GatewayError) as info:
             await gw.search({"query": "uno"})
-    assert info.value.kind == "tool_error"
+    assert info.value.reason == "tool_error"
     assert server.tool_calls_started == 1  # not retried
 
 
@@ -211,7 +202,7 @@ async def test_only_invalid_sources_fail_the_search(server: FakeMcpServer) -> No
     async with opened(server.url) as gw:
         with pytest.raises(GatewayError) as info:
             await gw.search({"query": "uno"})
-    assert info.value.kind == "invalid_result"
+    assert info.value.reason == "invalid_result"
 
 
 async def test_breaker_opens_after_three_failures_and_fails_fast() -> None:
@@ -237,7 +228,7 @@ async def test_breaker_opens_after_three_failures_and_fails_fast() -> None:
             assert srv.tool_calls_started == 3
             with pytest.raises(GatewayError) as info:
                 await gw.search({"query": "dos"})
-            assert info.value.kind == "circuit_open"
+            assert info.value.reason == "circuit_open"
             assert srv.tool_calls_started == 3  # failed fast, nothing sent
             now[0] = 31.0
             srv.behaviour.is_error = False

@@ -50,7 +50,7 @@ async def test_gateway_without_the_token_is_refused_as_auth(server_url: str) -> 
             await gw.search({"query": QUESTION})
     finally:
         await gw.aclose()
-    assert info.value.kind == "auth"
+    assert info.value.reason == "auth"
 
 
 async def test_cancelled_call_is_cancelled_on_the_server(

@@ -30,7 +30,10 @@ __all__ = [
     "ledger_dropped_total",
     "ledger_write_failures_total",
     "mcp_circuit_breaker_state",
+    "mcp_connection_events_total",
+    "mcp_dropped_sources_total",
     "mcp_latency_ms",
+    "mcp_partial_results_total",
     "mcp_request_errors_total",
     "mcp_requests_total",
     "mcp_timeouts_total",
@@ -63,6 +66,16 @@ mcp_tool_calls_total = Counter(
     "voice_mcp_tool_calls", "Tool calls made by the model, by tool and outcome.", ["tool", "outcome"]
 )
 mcp_timeouts_total = Counter("voice_mcp_timeouts", "MCP requests that ran past their deadline.")
+CONNECTION_EVENTS: tuple[str, ...] = ("connect", "reconnect", "disconnect", "connect_failed")
+mcp_connection_events_total = Counter(
+    "voice_mcp_connection_events",
+    "MCP session lifecycle: connect, reconnect, disconnect, connect_failed.",
+    ["event"],
+)
+mcp_partial_results_total = Counter(
+    "voice_mcp_partial_results", "Search replies that were used although some of their sources were invalid."
+)
+mcp_dropped_sources_total = Counter("voice_mcp_dropped_sources", "Sources dropped from replies as invalid.")
 mcp_circuit_breaker_state = Gauge(
     "voice_mcp_circuit_breaker_state",
     "Circuit breaker in front of the search server: 0 closed, 1 open, 2 half-open.",
@@ -78,6 +91,8 @@ ledger_dropped_total = Counter(
 
 for _kind in REQUEST_FAILURE_REASONS:
     mcp_request_errors_total.labels(kind=_kind)
+for _event in CONNECTION_EVENTS:
+    mcp_connection_events_total.labels(event=_event)
 for _tool in KNOWN_TOOLS:
     for _outcome in OUTCOMES:
         mcp_tool_calls_total.labels(tool=_tool, outcome=_outcome)

@@ -10,7 +10,7 @@ import asyncio
 import contextlib
 import logging
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import aiohttp
 from livekit import rtc
@@ -33,6 +33,14 @@ from agent.voice.research import ResearchSession, ToolEvent
 logger = logging.getLogger("lexvoz.conversation")
 
 MODE_ATTRIBUTE = "lexvoz.mode"
+# Set on the agent participant when the agent ends the conversation itself; the page says why.
+END_REASON_ATTRIBUTE = "lexvoz.end_reason"
+END_REASON_MAX_DURATION = "max_duration"
+FAREWELL = (
+    "Despídete en español en una o dos frases: explica que la conversación llegó a su duración máxima "
+    "de {minutes} minutos y que la persona puede iniciar una nueva desde la página."
+)
+FAREWELL_TIMEOUT_S = 20.0
 REHEARSAL_API_KEY = "rehearsal-mode-no-openai"
 
 _gateway: McpGateway | None = None
@@ -47,6 +55,9 @@ def gateway_options(settings: Settings) -> GatewayOptions:
         retry_delay_s=settings.mcp_retry_delay_s,
         breaker=BreakerOptions(settings.breaker_failure_threshold, settings.breaker_reset_s),
         connects_per_minute=settings.mcp_connects_per_minute,
+        insecure_hosts=settings.mcp_insecure_hosts,
+        max_reply_bytes=settings.mcp_max_reply_bytes,
+        mask_queries=settings.mcp_mask_queries,
     )
 
 
@@ -56,6 +67,14 @@ def shared_gateway(settings: Settings) -> McpGateway:
     if _gateway is None:
         _gateway = McpGateway(gateway_options(settings))
     return _gateway
+
+
+async def close_shared_gateway(reason: str = "worker shutdown") -> None:
+    """Close this process's MCP session explicitly (a DELETE to the server), e.g. when the job ends."""
+    global _gateway
+    gateway, _gateway = _gateway, None
+    if gateway is not None:
+        await gateway.aclose(reason)
 
 
 def build_realtime_model(
@@ -73,7 +92,7 @@ def build_realtime_model(
         kwargs["http_session"] = http_session
     if settings.openai_base_url is not None:
         kwargs["base_url"] = str(settings.openai_base_url).rstrip("/")
-    return openai.realtime.RealtimeModel(
+    model = openai.realtime.RealtimeModel(
         model=settings.realtime_model,
         voice=settings.voice,
         api_key=api_key,
@@ -81,6 +100,9 @@ def build_realtime_model(
         input_audio_transcription=AudioTranscription(model="gpt-4o-mini-transcribe", language="es"),
         **kwargs,
     )
+    # Not a constructor argument in livekit-plugins-openai 1.8.9; sent as session.max_output_tokens.
+    model.update_options(max_response_output_tokens=settings.max_output_tokens)
+    return model
 
 
 @dataclass
@@ -89,6 +111,7 @@ class Conversation:
     agent: LexvozAgent
     research: ResearchSession
     warm_up: asyncio.Task[None] | None = None
+    time_limit: asyncio.Task[None] | None = None
 
 
 async def start_conversation(
@@ -120,7 +143,32 @@ async def start_conversation(
     session.on("close", lambda _ev: metrics.sessions_active.dec())
     conversation = Conversation(session=session, agent=agent, research=research)
     conversation.warm_up = asyncio.create_task(_warm_up(gw))
+    limit = asyncio.create_task(end_after(session, room.local_participant, settings.max_conversation_s))
+    conversation.time_limit = limit
+    session.on("close", lambda _ev: limit.cancel())
     return conversation
+
+
+class _AttributeTarget(Protocol):
+    async def set_attributes(self, attributes: dict[str, str]) -> None: ...
+
+
+async def end_after(session: AgentSession[Any], participant: _AttributeTarget, max_s: float) -> None:
+    """The conversation's maximum length: tell the page why, say goodbye in Spanish, close the session."""
+    await asyncio.sleep(max_s)
+    logger.info("conversation reached its maximum length (%g s); ending it", max_s)
+    try:
+        await participant.set_attributes({END_REASON_ATTRIBUTE: END_REASON_MAX_DURATION})
+    except Exception as exc:
+        logger.warning("could not set the end reason attribute (%s)", type(exc).__name__)
+    try:
+        handle = session.generate_reply(
+            instructions=FAREWELL.format(minutes=round(max_s / 60)), allow_interruptions=False
+        )
+        await asyncio.wait_for(handle.wait_for_playout(), FAREWELL_TIMEOUT_S)
+    except Exception as exc:  # the goodbye is best effort; the session ends either way
+        logger.warning("farewell not delivered (%s)", type(exc).__name__)
+    await session.aclose()
 
 
 async def _warm_up(gateway: McpGateway) -> None:
@@ -131,4 +179,13 @@ async def _warm_up(gateway: McpGateway) -> None:
         logger.warning("MCP server not reachable yet (%s); searches will retry on demand", type(exc).__name__)
 
 
-__all__ = ["Conversation", "ToolEvent", "build_realtime_model", "shared_gateway", "start_conversation"]
+__all__ = [
+    "END_REASON_ATTRIBUTE",
+    "Conversation",
+    "ToolEvent",
+    "build_realtime_model",
+    "close_shared_gateway",
+    "end_after",
+    "shared_gateway",
+    "start_conversation",
+]

@@ -53,6 +53,10 @@ FAILURE_SUFFIX = " Diga al usuario con claridad que no pudo verificar la informa
 class Searcher(Protocol):
     async def search(self, arguments: Any) -> SearchResult: ...
 
+    def query_as_sent(self, arguments: Any) -> str:
+        """The query exactly as the search service will receive it (minimised); shown in `started`."""
+        ...
+
 
 @dataclass(frozen=True, slots=True)
 class ToolEvent:
@@ -163,7 +167,8 @@ class ResearchSession:
         if not self._limiter.has_capacity():
             await self._fail(call_id, turn, query, "rate_limited", started)
         await self._limiter.acquire()
-        await self._publisher.publish(Started(call_id=call_id, turn=turn, query=query[:2000]))
+        sent = self._searcher.query_as_sent(arguments) or query
+        await self._publisher.publish(Started(call_id=call_id, turn=turn, query=sent[:2000]))
         watch = asyncio.ensure_future(_forward_interrupt(interrupted, self.turns)) if interrupted else None
         try:
             result = await self.turns.run_in_turn(turn, self._searcher.search(arguments))
@@ -172,7 +177,7 @@ class ResearchSession:
         except GatewayError as exc:
             if self.turns.current > turn:  # failed after the user moved on: still stale, never shown
                 return await self._discard(call_id, turn, query, started)
-            await self._fail(call_id, turn, query, exc.kind, started, exc.duration_ms)
+            await self._fail(call_id, turn, query, exc.reason, started, exc.duration_ms)
         finally:
             if watch is not None:
                 watch.cancel()

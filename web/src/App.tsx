@@ -28,7 +28,7 @@ import {
 import { useCallback, useEffect, useMemo, useReducer, useRef, useState, type FormEvent } from 'react';
 
 import { AGENT_TIMEOUT_MESSAGE, useAgentJoinTimeout } from './agentTimeout';
-import { agentStateLabel, displayAgentState, MODE_ATTRIBUTE } from './labels';
+import { agentStateLabel, displayAgentState, END_REASON_ATTRIBUTE, endReasonMessage, MODE_ATTRIBUTE } from './labels';
 import {
   initialResearchState,
   MAX_MESSAGE_CHARS,
@@ -287,6 +287,12 @@ function SessionView({ connected }: { connected: boolean }) {
   const { state: rawState, agent, audioTrack, agentAttributes } = useVoiceAssistant();
   const state = displayAgentState(rawState, connected);
   const agentTimedOut = useAgentJoinTimeout(connected, agent !== undefined);
+  // Kept once seen: the agent leaves the room right after saying goodbye, taking its attributes along.
+  const [endReason, setEndReason] = useState<string | undefined>(undefined);
+  const announcedEnd = agentAttributes?.[END_REASON_ATTRIBUTE];
+  useEffect(() => {
+    if (announcedEnd) setEndReason(announcedEnd);
+  }, [announcedEnd]);
   const transcriptions = useTranscriptions();
   const { send, chatMessages, isSending } = useChat();
   const { localParticipant } = useLocalParticipant();
@@ -326,6 +332,7 @@ function SessionView({ connected }: { connected: boolean }) {
       <Conversation
         state={state}
         agentTimedOut={agentTimedOut}
+        endNotice={endReasonMessage(endReason)}
         rehearsal={agentAttributes?.[MODE_ATTRIBUTE] === 'rehearsal'}
         lines={lines}
         onSend={onSend}
@@ -340,6 +347,8 @@ interface ConversationProps {
   state: AgentState | undefined;
   /** Connected, but no agent has joined in time: say so (the session stays usable). */
   agentTimedOut?: boolean;
+  /** The agent ended the conversation itself (e.g. its maximum length): why, in Spanish. */
+  endNotice?: string | null;
   rehearsal: boolean;
   lines: TranscriptLine[];
   onSend: ((text: string) => Promise<void>) | null;
@@ -348,7 +357,16 @@ interface ConversationProps {
 }
 
 /** The conversation column; rendered without a room too, so the layout does not jump on Start. */
-function Conversation({ state, agentTimedOut = false, rehearsal, lines, onSend, sending, visualizer }: ConversationProps) {
+function Conversation({
+  state,
+  agentTimedOut = false,
+  endNotice = null,
+  rehearsal,
+  lines,
+  onSend,
+  sending,
+  visualizer,
+}: ConversationProps) {
   const [draft, setDraft] = useState('');
   const [sendError, setSendError] = useState<string | null>(null);
   const transcriptRef = useRef<HTMLOListElement>(null);
@@ -384,6 +402,11 @@ function Conversation({ state, agentTimedOut = false, rehearsal, lines, onSend, 
           Agente: <span data-testid="agent-state">{agentStateLabel(state)}</span>
         </p>
       </div>
+      {endNotice && (
+        <p className="agent-ended" data-testid="agent-ended" role="status">
+          {endNotice}
+        </p>
+      )}
       {agentTimedOut && (
         <p className="agent-timeout" data-testid="agent-timeout" role="alert">
           {AGENT_TIMEOUT_MESSAGE}

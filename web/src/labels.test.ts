@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 
-import { agentStateLabel, displayAgentState } from './labels';
+import { agentStateLabel, displayAgentState, END_REASON_ATTRIBUTE, endReasonMessage } from './labels';
 
 describe('agentStateLabel', () => {
   it('names the four states the person sees most in Spanish', () => {
@@ -39,5 +39,21 @@ describe('displayAgentState', () => {
   it('passes the agent state through once connected, and keeps "no session" as inactivo', () => {
     expect(displayAgentState('speaking', true)).toBe('speaking');
     expect(displayAgentState(undefined, true)).toBeUndefined();
+  });
+});
+
+describe('endReasonMessage', () => {
+  it('tells the person in Spanish that the conversation reached its maximum length', () => {
+    expect(END_REASON_ATTRIBUTE).toBe('lexvoz.end_reason');
+    expect(endReasonMessage('max_duration')).toMatch(/duración máxima/);
+  });
+
+  it('says nothing while the agent has not ended the conversation', () => {
+    expect(endReasonMessage(undefined)).toBeNull();
+    expect(endReasonMessage('')).toBeNull();
+  });
+
+  it('still explains an end reason it does not know', () => {
+    expect(endReasonMessage('otra')).toMatch(/terminó la conversación/);
   });
 });

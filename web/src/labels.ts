@@ -20,6 +20,20 @@ export function agentStateLabel(state: AgentState | undefined): string {
 /** The participant attribute the agent sets to say whether its answers come from OpenAI or a local simulator. */
 export const MODE_ATTRIBUTE = 'lexvoz.mode';
 
+/** The participant attribute the agent sets when it ends the conversation itself, naming why. */
+export const END_REASON_ATTRIBUTE = 'lexvoz.end_reason';
+
+const END_REASON_MESSAGES: Record<string, string> = {
+  max_duration:
+    'La conversación terminó porque alcanzó su duración máxima. Puede iniciar una nueva cuando quiera.',
+};
+
+/** What to tell the person when the agent ended the conversation; null when it did not (or said nothing). */
+export function endReasonMessage(reason: string | undefined): string | null {
+  if (!reason) return null;
+  return END_REASON_MESSAGES[reason] ?? 'El agente terminó la conversación. Puede iniciar una nueva.';
+}
+
 /**
  * The agent state to show for a session. useVoiceAssistant says "disconnected" before the room has even
  * started connecting, so until this session's room has connected (`connectedThisSession`) everything reads
