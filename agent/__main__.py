@@ -43,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
 
         return check_main(rest)
     if command == "ledger":
-        from agent.ops.ledger import ledger_main
+        from agent.ops.ledger_show import ledger_main
 
         return ledger_main(rest)
     if command == "livekit-server":
