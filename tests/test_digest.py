@@ -109,3 +109,16 @@ def test_key_never_reaches_the_logs(lazy_key: Path, caplog: pytest.LogCaptureFix
     query_digest(CEDULA)
     key_hex = lazy_key.read_text().strip()
     assert key_hex not in caplog.text
+
+
+def test_an_unusable_key_file_never_falls_back_to_a_plain_hash(
+    lazy_key: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A world-readable key must not break a conversation, nor make digests plain: one error, a temporary key."""
+    lazy_key.parent.mkdir(parents=True)
+    lazy_key.write_text("11" * 32)
+    lazy_key.chmod(0o644)
+    with caplog.at_level(logging.ERROR, logger="lexvoz.digest"):
+        value = query_digest(CEDULA)
+    assert value != hashlib.sha256(CEDULA.encode()).hexdigest()[:16]
+    assert "digest key unusable" in caplog.text and "11" * 32 not in caplog.text

@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import hmac
+import logging
 import os
 import secrets
 import stat
@@ -23,6 +24,8 @@ import unicodedata
 from pathlib import Path
 
 __all__ = ["DigestKeyError", "configure", "load_or_create_key", "query_digest"]
+
+logger = logging.getLogger("lexvoz.digest")
 
 KEY_BYTES = 32
 DIGEST_HEX_CHARS = 16
@@ -86,10 +89,25 @@ def _current_key() -> bytes:
         return key
     with _lock:
         if _key is None:
-            from agent.settings import get_settings
-
-            _key = load_or_create_key(get_settings().digest_key_file)
+            _key = _load_configured_key()
         return _key
+
+
+def _load_configured_key() -> bytes:
+    """The settings' key file; if it is unusable, a temporary key for this process, never a plain hash.
+
+    A digest is computed inside a conversation (a tool call's span, a ledger row), which must not fail
+    because of a key file: the operator gets one error line naming the file, and digests stay keyed
+    (they only stop matching other processes' until the file is fixed).
+    """
+    from agent.settings import get_settings
+
+    path = get_settings().digest_key_file
+    try:
+        return load_or_create_key(path)
+    except (DigestKeyError, OSError) as exc:
+        logger.error("digest key unusable (%s); using a temporary key in this process", exc)
+        return secrets.token_bytes(KEY_BYTES)
 
 
 def _normalize(text: str) -> str:
