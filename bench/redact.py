@@ -27,15 +27,19 @@ RESULTS = ROOT / "bench" / "results" / "redact.json"
 
 INPUTS: dict[str, Callable[[int], str]] = {
     "question with identifiers": lambda n: (
-        "Mi cédula es 8-123-4567 y mi celular 6123-4567; escríbame a juan.perez@example.com. "
-        "¿Qué dice el artículo 72 de la Constitución sobre la maternidad? "
-    )
-    * (n // 150 + 1),
+        (
+            "Mi cédula es 8-123-4567 y mi celular 6123-4567; escríbame a juan.perez@example.com. "
+            "¿Qué dice el artículo 72 de la Constitución sobre la maternidad? "
+        )
+        * (n // 150 + 1)
+    ),
     "legal text, no identifiers": lambda n: (
-        "Artículo 19. No habrá fueros o privilegios ni discriminación por razón de raza, nacimiento, "
-        "discapacidad, clase social, sexo, religión o ideas políticas (Ley 4 de 1999, 12-05-2004). "
-    )
-    * (n // 170 + 1),
+        (
+            "Artículo 19. No habrá fueros o privilegios ni discriminación por razón de raza, nacimiento, "
+            "discapacidad, clase social, sexo, religión o ideas políticas (Ley 4 de 1999, 12-05-2004). "
+        )
+        * (n // 170 + 1)
+    ),
     "spoken e-mail chain": lambda n: "juan punto " * (n // 11 + 1),
     "dotted run": lambda n: "a." * (n // 2 + 1),
     "percent run": lambda n: "%" * n,
