@@ -35,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
     if command in ("start", "console"):
         return _livekit([command, *rest])
     if command == "web":
-        from agent.web.service import main as web_main
+        from agent.web.app import main as web_main
 
         return web_main(rest)
     if command == "mcp-check":
@@ -43,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
 
         return check_main(rest)
     if command == "ledger":
-        from agent.ops.ledger import ledger_main
+        from agent.ops.ledger_show import ledger_main
 
         return ledger_main(rest)
     if command == "livekit-server":

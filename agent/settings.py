@@ -7,9 +7,11 @@ which keeps them out of logs and reprs.
 
 from __future__ import annotations
 
+import ipaddress
 from functools import lru_cache
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Self
+from urllib.parse import urlsplit
 
 from pydantic import AnyHttpUrl, Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
@@ -17,9 +19,31 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from agent.contract import EndpointRefused, check_endpoint_url
 
 DEFAULT_MCP_URL = "http://127.0.0.1:8765/mcp"
-# Local development only (livekit-server wants >= 32 characters); never use in production.
+# Local development only (livekit-server wants >= 32 characters). They are published in this repository, so
+# the settings refuse them as soon as any LiveKit URL in use is not loopback (see `_no_public_dev_secret`).
 DEV_API_KEY = "devkey"
 DEV_API_SECRET = "lexvoz-local-dev-secret-not-for-production"
+
+
+def is_loopback_url(url: str) -> bool:
+    """True when `url`'s host is localhost or a loopback address: only this machine can reach it."""
+    host = urlsplit(url).hostname or ""
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _origin_of(value: str) -> str:
+    """`scheme://host[:port]` exactly as a browser sends it in `Origin`, or ValueError."""
+    parts = urlsplit(value.strip())
+    if parts.scheme not in ("http", "https") or not parts.hostname or parts.path not in ("", "/"):
+        raise ValueError(f"{value.strip()!r} is not an origin like https://lexvoz.example.org")
+    if parts.query or parts.fragment or parts.username or parts.password:
+        raise ValueError(f"{value.strip()!r} is not an origin like https://lexvoz.example.org")
+    return f"{parts.scheme}://{parts.netloc.lower()}"
 
 
 class SettingsError(RuntimeError):
@@ -71,6 +95,8 @@ class Settings(BaseSettings):
     prometheus_port: int | None = Field(default=None, ge=0, le=65535, alias="LEXVOZ_PROMETHEUS_PORT")
     otlp_endpoint: AnyHttpUrl | None = Field(default=None, alias="OTEL_EXPORTER_OTLP_ENDPOINT")
     ledger_path: Path = Field(default=Path("var/ledger.sqlite3"), alias="LEXVOZ_LEDGER_PATH")
+    # The HMAC key behind every digest of user text (ledger, logs, traces); created on first run, owner-only.
+    digest_key_path: Path | None = Field(default=None, alias="LEXVOZ_DIGEST_KEY_PATH")
 
     # Token and page service
     web_host: str = Field(default="127.0.0.1", alias="LEXVOZ_WEB_HOST")
@@ -78,6 +104,11 @@ class Settings(BaseSettings):
     public_livekit_url: str | None = Field(default=None, alias="LEXVOZ_PUBLIC_LIVEKIT_URL")
     token_ttl_s: int = Field(default=600, ge=30, le=900, alias="LEXVOZ_TOKEN_TTL_S")
     token_requests_per_minute: int = Field(default=10, ge=1, le=1000, alias="LEXVOZ_TOKEN_REQUESTS_PER_MINUTE")
+    resume_ttl_s: int = Field(default=600, ge=30, le=3600, alias="LEXVOZ_RESUME_TTL_S")
+    # Comma-separated origins allowed to call /api/session; unset means "the page's own origin only".
+    allowed_origins: str | None = Field(default=None, alias="LEXVOZ_ALLOWED_ORIGINS")
+    web_header_timeout_s: float = Field(default=10.0, gt=0, le=120, alias="LEXVOZ_WEB_HEADER_TIMEOUT_S")
+    web_body_timeout_s: float = Field(default=10.0, gt=0, le=120, alias="LEXVOZ_WEB_BODY_TIMEOUT_S")
     rehearsal: bool = Field(default=False, alias="LEXVOZ_REHEARSAL")
 
     # Files outside the Python package, relative to the working directory (the repository's layout by
@@ -92,6 +123,8 @@ class Settings(BaseSettings):
         "prometheus_port",
         "otlp_endpoint",
         "public_livekit_url",
+        "digest_key_path",
+        "allowed_origins",
         mode="before",
     )
     @classmethod
@@ -121,12 +154,45 @@ class Settings(BaseSettings):
             raise ValueError("must start with ws://, wss://, http:// or https://")
         return v
 
+    @field_validator("allowed_origins")
+    @classmethod
+    def _origins(cls, v: str | None) -> str | None:
+        if v is None:
+            return None
+        return ",".join(_origin_of(item) for item in v.split(",") if item.strip()) or None
+
+    @model_validator(mode="after")
+    def _no_public_dev_secret(self) -> Self:
+        """The development pair is public: refuse it for any LiveKit server other than this machine's."""
+        if self.livekit_api_secret.get_secret_value() != DEV_API_SECRET:
+            return self
+        urls = [self.livekit_url, *([self.public_livekit_url] if self.public_livekit_url else [])]
+        if not all(is_loopback_url(url) for url in urls):
+            raise ValueError(
+                "LIVEKIT_API_KEY/LIVEKIT_API_SECRET are the published development pair, allowed only when "
+                "LIVEKIT_URL and LEXVOZ_PUBLIC_LIVEKIT_URL are loopback; set a generated pair "
+                "(livekit-server generate-keys)"
+            )
+        return self
+
+    @property
+    def allowed_origin_list(self) -> tuple[str, ...]:
+        """Origins from LEXVOZ_ALLOWED_ORIGINS, normalized; empty means "same origin as the page"."""
+        return tuple(self.allowed_origins.split(",")) if self.allowed_origins else ()
+
+    @property
+    def digest_key_file(self) -> Path:
+        """Where the digest key lives: LEXVOZ_DIGEST_KEY_PATH, or beside the ledger (same volume, same owner)."""
+        return self.digest_key_path or self.ledger_path.with_name("digest.key")
+
 
 def _first_error_line(exc: ValidationError) -> str:
     err = exc.errors()[0]
-    loc = err.get("loc") or ("?",)
-    name = str(loc[0])
-    return f"invalid setting {name}: {err.get('msg', 'invalid value')}"
+    loc = err.get("loc")
+    msg = str(err.get("msg", "invalid value")).removeprefix("Value error, ")
+    if not loc:  # a rule across several variables: the message names them
+        return f"invalid settings: {msg}"
+    return f"invalid setting {loc[0]}: {msg}"
 
 
 @lru_cache(maxsize=1)

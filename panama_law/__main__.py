@@ -15,6 +15,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from .corpus import CorpusError
+from .fingerprint import FingerprintKeyError
 from .index import IndexLoadError
 from .settings import ServerSettings
 
@@ -32,7 +33,8 @@ def _cmd_serve(settings: ServerSettings) -> int:
     import uvicorn
 
     from .build import load_searcher
-    from .server import ServerState, build_app
+    from .fingerprint import load_or_create_key
+    from .server import ServerState, SessionLimits, build_app
 
     state = ServerState()
     app = build_app(
@@ -40,6 +42,12 @@ def _cmd_serve(settings: ServerSettings) -> int:
         token=settings.token.get_secret_value() if settings.token else None,
         loopback=settings.is_loopback,
         loader=lambda: load_searcher(settings),
+        limits=SessionLimits(
+            per_client=settings.max_sessions_per_client,
+            total=settings.max_sessions,
+            idle_s=settings.session_idle_timeout_s,
+        ),
+        fingerprint_key=load_or_create_key(settings.digest_key_file),
     )
     # uvicorn traps SIGTERM/SIGINT: stops accepting, lets in-flight requests finish, runs the lifespan exit.
     config = uvicorn.Config(
@@ -123,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
     except ValidationError as exc:
         err = exc.errors()[0]
         print(f"error: invalid setting {err['loc'][0] if err['loc'] else '?'}: {err['msg']}", file=sys.stderr)
-    except (CorpusError, IndexLoadError, OSError) as exc:
+    except (CorpusError, IndexLoadError, FingerprintKeyError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
     return 1
 

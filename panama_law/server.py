@@ -1,14 +1,15 @@
 """The MCP server: `search_panama_law` over streamable HTTP, plus a health endpoint and optional bearer auth.
 
 Built on the SDK's low-level `Server` so the tool's input and output schemas are exactly the contract's (no
-generated schema), and run stateless with JSON responses: every call is one POST and one JSON body, which keeps a
-round trip to a few milliseconds and lets any number of gateways share the server without sessions.
+generated schema), with JSON responses: every call is one POST and one JSON body, which keeps a round trip to a
+few milliseconds. Sessions are stateful (a cancellation must reach the call it cancels) and bounded per client
+and in total, with idle ones expired (`panama_law.sessions`), so no client can fill the table. Logs name a
+query only by a keyed fingerprint (`panama_law.fingerprint`).
 """
 
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import hmac
 import json
 import logging
@@ -32,8 +33,10 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from . import __version__
+from .fingerprint import Fingerprinter
 from .schema import INPUT_SCHEMA, OUTPUT_SCHEMA, TOOL_DESCRIPTION, TOOL_NAME, QueryError, to_source, validate_query
 from .search import Searcher
+from .sessions import SessionBounds
 from .settings import MCP_PATH
 
 log = logging.getLogger(__name__)
@@ -50,9 +53,13 @@ def _test_delay_s() -> float:
         return 0.0
 
 
-def query_fingerprint(query: str) -> str:
-    """What the logs see instead of the question: users' legal situations are private."""
-    return hashlib.sha256(query.encode("utf-8")).hexdigest()[:12]
+@dataclass(frozen=True, slots=True)
+class SessionLimits:
+    """How many MCP sessions one client and the whole server may hold, and when an idle one is closed."""
+
+    per_client: int = 16
+    total: int = 256
+    idle_s: float = 300.0
 
 
 @dataclass(slots=True)
@@ -79,7 +86,9 @@ def _error(message: str) -> types.CallToolResult:
     return types.CallToolResult(content=[types.TextContent(text=message)], is_error=True)
 
 
-def build_mcp_server(state: ServerState) -> Server[Any]:
+def build_mcp_server(state: ServerState, fingerprint: Callable[[str], str] | None = None) -> Server[Any]:
+    """The MCP server; `fingerprint` names a query in the logs (keyed; a per-process key if not given)."""
+    query_fingerprint = fingerprint or Fingerprinter()
     tool = types.Tool(
         name=TOOL_NAME,
         description=TOOL_DESCRIPTION,
@@ -165,9 +174,13 @@ def build_app(
     token: str | None = None,
     loopback: bool = True,
     loader: Callable[[], Searcher] | None = None,
+    limits: SessionLimits | None = None,
+    fingerprint_key: bytes | None = None,
 ) -> Starlette:
     """The ASGI app. `loader`, if given, loads the searcher in a worker thread after start-up (health is 503
-    until it finishes), so a supervisor sees the process alive while a first-run index build is under way."""
+    until it finishes), so a supervisor sees the process alive while a first-run index build is under way.
+    `limits` bounds the MCP sessions; `fingerprint_key` keys the query fingerprints in the logs."""
+    limits = limits or SessionLimits()
     security = (
         TransportSecuritySettings(
             enable_dns_rebinding_protection=True,
@@ -180,12 +193,21 @@ def build_app(
     # Stateful sessions: a client's `notifications/cancelled` must reach the session running its call, or a
     # search the user has talked over runs to the end for nothing. (Stateless mode answers the notice in a
     # fresh session that knows nothing of the call.)
+    # The manager's own ceilings sit above ours: SessionBounds closes a session before the manager would ever
+    # answer 503, and its idle timer matches ours.
     manager = StreamableHTTPSessionManager(
-        app=build_mcp_server(state), json_response=True, stateless=False, security_settings=security
+        app=build_mcp_server(state, Fingerprinter(fingerprint_key)),
+        json_response=True,
+        stateless=False,
+        security_settings=security,
+        session_idle_timeout=limits.idle_s,
+        max_sessions=limits.total + 64,
     )
 
     mcp_endpoint = StreamableHTTPASGIApp(manager)  # an instance, so Starlette routes raw ASGI to it
-    endpoint: ASGIApp = BearerTokenMiddleware(mcp_endpoint, token) if token else mcp_endpoint
+    # Authentication first: a client without the token never gets to open (or close) a session.
+    bounded = SessionBounds(mcp_endpoint, per_client=limits.per_client, total=limits.total, idle_s=limits.idle_s)
+    endpoint: ASGIApp = BearerTokenMiddleware(bounded, token) if token else bounded
 
     async def healthz(request: Request) -> Response:
         searcher = state.searcher
@@ -206,6 +228,7 @@ def build_app(
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         async with manager.run(), anyio.create_task_group() as tg:
+            tg.start_soon(bounded.run_expiry)
             if loader is not None and state.searcher is None:
                 tg.start_soon(load_in_background)
             yield

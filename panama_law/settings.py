@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from .corpus import SOURCE_SHA256, SOURCE_URL
@@ -29,6 +29,12 @@ class ServerSettings(BaseSettings):
     source_url: str = SOURCE_URL
     source_sha256: str = Field(default=SOURCE_SHA256, pattern=r"^[0-9a-fA-F]{64}$")
     log_level: str = "info"
+    # MCP session bounds: per client address, in total, and how long an idle session lives.
+    max_sessions_per_client: int = Field(default=16, ge=1, le=10_000)
+    max_sessions: int = Field(default=256, ge=1, le=100_000)
+    session_idle_timeout_s: float = Field(default=300.0, gt=0, le=86_400)
+    # The key behind the query fingerprints in the logs; created on first run (default: in data_dir).
+    digest_key_path: Path | None = None
 
     @field_validator("token")
     @classmethod
@@ -37,6 +43,18 @@ class ServerSettings(BaseSettings):
         if v is None or not v.get_secret_value().strip():
             return None
         return v
+
+    @field_validator("max_sessions")
+    @classmethod
+    def _total_fits_one_client(cls, v: int, info: ValidationInfo) -> int:
+        per_client = info.data.get("max_sessions_per_client")
+        if isinstance(per_client, int) and v < per_client:
+            raise ValueError("must be at least PANAMA_LAW_MAX_SESSIONS_PER_CLIENT")
+        return v
+
+    @property
+    def digest_key_file(self) -> Path:
+        return self.digest_key_path or self.data_dir / "digest.key"
 
     @property
     def is_loopback(self) -> bool:

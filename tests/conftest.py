@@ -1,12 +1,14 @@
 """Fixtures shared by the whole suite: the fake MCP server, an HTTP session, the Constitution and its index.
 
 Test doubles live in sibling modules (`fakes.py`, `mcp_fixture.py`, `standin_helpers.py`); this file only
-wires them as fixtures, and reports at the end of the run how many tests skipped for want of the
-Constitution, so a green run never hides how much it did not test.
+wires them as fixtures, gives every test process its own throwaway digest key (never a file in the
+checkout), and reports at the end of the run how many tests skipped for want of the Constitution, so a
+green run never hides how much it did not test.
 """
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -14,12 +16,20 @@ import aiohttp
 import pytest
 from _pytest.terminal import TerminalReporter
 
+from agent.ops import digest
 from panama_law import corpus, index
 from panama_law.build import import_file
 from panama_law.search import Searcher
 from tests import constitution
 from tests.mcp_fixture import FakeMcpServer
 from tests.search_server import serving
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _digest_key() -> Iterator[None]:
+    digest.configure(secrets.token_bytes(32))
+    yield
+    digest.configure(None)
 
 
 @pytest.fixture

@@ -68,13 +68,35 @@ def test_compose_services_and_commands() -> None:
     web_env = services["web"]["environment"]
     assert web_env["LEXVOZ_WEB_HOST"] == "0.0.0.0"
     assert "LEXVOZ_PUBLIC_LIVEKIT_URL" in web_env
-    # livekit-server's keys follow the same variables as its clients
+    # livekit-server's keys follow the same variables as its clients, and Compose requires them
     keys = services["livekit"]["environment"]["LIVEKIT_KEYS"]
-    assert keys == f"${{LIVEKIT_API_KEY:-devkey}}: ${{LIVEKIT_API_SECRET:-{DEV_API_SECRET}}}"
+    assert keys.startswith("${LIVEKIT_API_KEY:?") and ": ${LIVEKIT_API_SECRET:?" in keys
     for name in ("agent", "web"):
         env = services[name]["environment"]
-        assert env["LIVEKIT_API_KEY"].startswith("${LIVEKIT_API_KEY")
-        assert env["LIVEKIT_API_SECRET"] == f"${{LIVEKIT_API_SECRET:-{DEV_API_SECRET}}}"
+        assert env["LIVEKIT_API_KEY"].startswith("${LIVEKIT_API_KEY:?")
+        assert env["LIVEKIT_API_SECRET"].startswith("${LIVEKIT_API_SECRET:?")
+
+
+def test_no_default_livekit_secret_anywhere() -> None:
+    """The published development pair appears in no deployment file: Compose requires real values."""
+    for path in (COMPOSE, ENV_EXAMPLE):
+        text = path.read_text(encoding="utf-8")
+        assert DEV_API_SECRET not in text, path.name
+        assert "devkey" not in text, path.name
+    for match in re.finditer(r"\$\{(LIVEKIT_API_(?:KEY|SECRET))(:?[-?+])?[^}]*\}", COMPOSE.read_text(encoding="utf-8")):
+        assert match.group(2) == ":?", f"{match.group(0)} must be required (${{VAR:?message}})"
+    env_text = ENV_EXAMPLE.read_text(encoding="utf-8")
+    assert "generate-keys" in env_text and "secrets.token_urlsafe" in env_text
+
+
+def test_published_ports_bind_to_loopback_by_default() -> None:
+    """Signalling and the page are published on 127.0.0.1 unless the operator sets LEXVOZ_PUBLISH_ADDRESS."""
+    services = _compose()["services"]
+    signalling = [p for p in services["livekit"]["ports"] if str(p).endswith(":7880")]
+    page = [p for p in services["web"]["ports"] if str(p).endswith(":8080")]
+    assert signalling and page
+    for port in (*signalling, *page):
+        assert str(port).startswith("${LEXVOZ_PUBLISH_ADDRESS:-127.0.0.1}:"), port
 
 
 def test_every_compose_variable_is_documented() -> None:
@@ -108,7 +130,7 @@ def test_env_example_holds_no_real_secret() -> None:
     for line in ENV_EXAMPLE.read_text(encoding="utf-8").splitlines():
         m = re.match(r"^([A-Z][A-Z0-9_]*)=(.*)$", line)
         if m and _SECRETISH.search(m.group(1)):
-            assert m.group(2) in ("", "devkey", DEV_API_SECRET), f"{m.group(1)} carries a value"
+            assert m.group(2) == "", f"{m.group(1)} carries a value"
 
 
 def _stages() -> list[list[str]]:

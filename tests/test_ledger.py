@@ -6,6 +6,7 @@ import asyncio
 import hashlib
 import json
 import sqlite3
+import stat
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -13,17 +14,16 @@ import pytest
 
 from agent.contract import Source
 from agent.ops import metrics
+from agent.ops.digest import query_digest
 from agent.ops.ledger import (
     SCHEMA_VERSION,
     EvidenceLedger,
     LedgerEntry,
     excerpt_sha256,
-    ledger_main,
     open_ledger,
-    read_room,
     sources_from,
 )
-from agent.ops.redact import query_digest
+from agent.ops.ledger_show import escape_untrusted, ledger_main, read_room
 
 QUERY = "Mi cédula es 8-123-4567, ¿qué dice el artículo 72 de la Constitución?"
 EXCERPT = "Artículo 72. Se protege la maternidad de la mujer trabajadora…"
@@ -234,3 +234,52 @@ def test_cli_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert ledger_main(["show", "--room", "x", "--path", str(tmp_path / "missing.sqlite3")]) == 1
     assert "no ledger file" in capsys.readouterr().err
     assert ledger_main(["show"]) == 2
+
+
+async def test_long_query_is_cut_to_the_tool_limit_before_redaction_and_storage(tmp_path: Path) -> None:
+    """A refused 20,000-character argument is stored as its first 2,000 characters, redacted, and no more."""
+    path = tmp_path / "ledger.sqlite3"
+    long_query = "Mi cédula es 8-123-4567. " + "x" * 20_000 + " FINAL-8-765-4321"
+    await _write(path, _entry(query=long_query, outcome="failed", reason="invalid_arguments", sources=()))
+    stored = read_room(path, "sala-1")[0]
+    assert len(stored["query_redacted"]) <= 2_000
+    assert "[cédula]" in stored["query_redacted"] and "8-123-4567" not in stored["query_redacted"]
+    assert "FINAL" not in stored["query_redacted"]
+    assert stored["query_digest"] == query_digest(long_query[:2_000])
+    assert b"x" * 2_001 not in _raw_bytes(tmp_path)
+
+
+async def test_ledger_file_and_folder_are_owner_only(tmp_path: Path) -> None:
+    folder = tmp_path / "var"
+    folder.mkdir(mode=0o755)
+    folder.chmod(0o755)  # whatever the umask, the folder starts open to others
+    path = folder / "ledger.sqlite3"
+    await _write(path, _entry())
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o700
+    files = sorted(folder.glob("ledger.sqlite3*"))
+    assert path in files
+    for f in files:
+        assert stat.S_IMODE(f.stat().st_mode) == 0o600, f.name
+
+    fresh = tmp_path / "new" / "deeper" / "ledger.sqlite3"
+    open_ledger(fresh).close()
+    assert stat.S_IMODE(fresh.parent.stat().st_mode) == 0o700
+    assert stat.S_IMODE(fresh.stat().st_mode) == 0o600
+
+
+async def test_cli_escapes_control_and_bidi_characters(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A search result that carries terminal escapes or a right-to-left override is shown, not obeyed."""
+    hostile = "Ley 1\x1b[2J\x1b]0;pwned\x07 art. \u202eevil\u2066 \x9b31m fin"
+    path = tmp_path / "ledger.sqlite3"
+    await _write(path, _entry(query="consulta\r\x1b[1A", sources=((hostile, "https://x.test/\u202e", "e"),)))
+    assert ledger_main(["show", "--room", "sala-1", "--path", str(path)]) == 0
+    text = capsys.readouterr().out
+    for raw in ("\x1b", "\x07", "\u202e", "\u2066", "\x9b", "\r"):
+        assert raw not in text, repr(raw)
+    assert "\\u001b[2J" in text and "\\u202eevil" in text and "\\u009b31m" in text
+
+    assert ledger_main(["show", "--room", "sala-1", "--json", "--path", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "\u202e" not in out and "\x9b" not in out
+    assert json.loads(out)["calls"][0]["sources"][0]["citation"] == hostile  # escaped, not altered
+    assert escape_untrusted("Constitución, art. 72") == "Constitución, art. 72"

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.settings import Settings, SettingsError, get_settings
+from agent.settings import DEV_API_SECRET, Settings, SettingsError, get_settings
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -97,3 +97,47 @@ def test_worker_with_a_bad_setting_fails_naming_it() -> None:
     proc = _import_worker({"OPENAI_API_KEY": "x", "LEXVOZ_BREAKER_FAILURES": "0"})
     assert proc.returncode == 2
     assert "LEXVOZ_BREAKER_FAILURES" in proc.stderr.strip().splitlines()[-1]
+
+
+@pytest.mark.parametrize(
+    ("variable", "url"),
+    [
+        ("LIVEKIT_URL", "ws://livekit:7880"),
+        ("LIVEKIT_URL", "wss://lk.example.org"),
+        ("LEXVOZ_PUBLIC_LIVEKIT_URL", "wss://lk.example.org"),
+        ("LEXVOZ_PUBLIC_LIVEKIT_URL", "ws://192.168.1.20:7880"),
+    ],
+)
+def test_development_secret_is_refused_beyond_loopback(
+    monkeypatch: pytest.MonkeyPatch, variable: str, url: str
+) -> None:
+    """The published pair is fine on this machine only: any non-loopback URL in use refuses to start."""
+    monkeypatch.setenv(variable, url)
+    with pytest.raises(SettingsError) as info:
+        get_settings()
+    message = str(info.value)
+    assert "\n" not in message
+    for name in ("LIVEKIT_API_KEY", "LIVEKIT_API_SECRET", "LIVEKIT_URL", "LEXVOZ_PUBLIC_LIVEKIT_URL"):
+        assert name in message
+    assert DEV_API_SECRET not in message
+
+
+@pytest.mark.parametrize("url", ["ws://127.0.0.1:7880", "ws://localhost:7880", "ws://[::1]:7880", "ws://127.0.0.5:1"])
+def test_development_secret_is_allowed_on_loopback(monkeypatch: pytest.MonkeyPatch, url: str) -> None:
+    monkeypatch.setenv("LIVEKIT_URL", url)
+    monkeypatch.setenv("LEXVOZ_PUBLIC_LIVEKIT_URL", url)
+    assert get_settings().livekit_url == url
+
+
+def test_a_generated_secret_works_anywhere(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LIVEKIT_URL", "wss://lk.example.org")
+    monkeypatch.setenv("LIVEKIT_API_KEY", "lkprod")
+    monkeypatch.setenv("LIVEKIT_API_SECRET", "a-generated-secret-of-more-than-32-characters")
+    assert get_settings().livekit_url == "wss://lk.example.org"
+
+
+@pytest.mark.parametrize("value", ["lexvoz.example.org", "https://x.example/path", "ftp://x.example"])
+def test_allowed_origins_must_be_origins(monkeypatch: pytest.MonkeyPatch, value: str) -> None:
+    monkeypatch.setenv("LEXVOZ_ALLOWED_ORIGINS", value)
+    with pytest.raises(SettingsError, match="LEXVOZ_ALLOWED_ORIGINS"):
+        get_settings()

@@ -11,7 +11,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import StatusCode
 
 from agent.ops import telemetry
-from agent.ops.redact import query_digest
+from agent.ops.digest import query_digest
 
 QUERY = "Mi cédula es 8-123-4567: ¿qué dice el artículo 72?"
 ENDPOINT = "https://lexvoz:s3cr3t-token@search.example.test:8765/mcp?token=abc123#frag"

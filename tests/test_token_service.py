@@ -1,4 +1,5 @@
-"""The token and page service: what the token allows, how bad requests are refused, and the page serving.
+"""The token and page service: what the token allows, who may rejoin which room, how bad requests are refused,
+the read timeouts, and the page serving.
 
 Each test runs the real aiohttp app on a loopback port through aiohttp's own test client, and decodes the
 token with LiveKit's verifier, so a grant that LiveKit would read differently fails here.
@@ -6,7 +7,9 @@ token with LiveKit's verifier, so a grant that LiveKit would read differently fa
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import re
 import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -14,17 +17,17 @@ from typing import Any
 
 import jwt
 import pytest
+from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 from livekit import api
 
 from agent.settings import Settings, get_settings
-from agent.web.service import (
-    ROOM_PATTERN,
-    PeerRateLimiter,
-    content_security_policy,
-    create_app,
-    main,
-)
+from agent.web.app import create_app, main
+from agent.web.limits import LogThrottle, PeerRateLimiter, runner_options
+from agent.web.static import content_security_policy
+from agent.web.tokens import ResumeError, ResumeTokens
+
+ROOM_PATTERN = re.compile(r"^lexvoz-[0-9a-f]{32}$")  # 128 random bits
 
 API_KEY = "test-key"
 API_SECRET = "test-secret-that-must-never-leak-0123456789"
@@ -84,9 +87,9 @@ async def test_session_token_grants_one_room_microphone_and_dispatches_agent(mak
     assert resp.status == 200
     assert resp.headers["Cache-Control"] == "no-store"
     body = await resp.json()
-    assert set(body) == {"url", "token", "room", "identity"}
+    assert set(body) == {"url", "token", "room", "identity", "resume"}
     assert body["url"] == "ws://127.0.0.1:7880"
-    assert body["room"].startswith("lexvoz-") and ROOM_PATTERN.fullmatch(body["room"])
+    assert ROOM_PATTERN.fullmatch(body["room"])
     assert body["identity"].startswith("usuario-")
 
     claims = verify(body["token"])
@@ -128,20 +131,90 @@ async def test_random_rooms_and_identities_differ(make_client: ClientFactory) ->
     assert len({b["identity"] for b in bodies}) == 5
 
 
-async def test_requested_room_is_honoured(make_client: ClientFactory) -> None:
+async def test_the_caller_never_chooses_the_room(make_client: ClientFactory) -> None:
+    """Asking for a room by name, even a live one, is refused: that is how a stranger joined a conversation."""
     client = await make_client()
-    resp = await client.post("/api/session", json={"room": "sala-de-prueba-1"})
-    assert resp.status == 200
-    body = await resp.json()
-    assert body["room"] == "sala-de-prueba-1"
-    assert verify(body["token"]).video.room == "sala-de-prueba-1"  # type: ignore[union-attr]
+    live = await (await client.post("/api/session")).json()
+    for room in ("sala-de-prueba-1", live["room"], None):
+        resp = await client.post("/api/session", json={"room": room})
+        assert resp.status == 400, room
+        assert "sala" in (await resp.json())["error"]
 
 
-async def test_empty_object_and_null_room_get_a_fresh_room(make_client: ClientFactory) -> None:
+async def test_empty_object_and_null_resume_get_a_fresh_room(make_client: ClientFactory) -> None:
     client = await make_client()
-    for payload in ({}, {"room": None}):
+    for payload in ({}, {"resume": None}):
         body = await (await client.post("/api/session", json=payload)).json()
-        assert body["room"].startswith("lexvoz-")
+        assert ROOM_PATTERN.fullmatch(body["room"])
+
+
+async def test_resume_token_rejoins_the_same_room_and_identity_once(make_client: ClientFactory) -> None:
+    client = await make_client()
+    first = await (await client.post("/api/session")).json()
+    resp = await client.post("/api/session", json={"resume": first["resume"]})
+    assert resp.status == 200
+    again = await resp.json()
+    assert (again["room"], again["identity"]) == (first["room"], first["identity"])
+    claims = verify(again["token"])
+    assert claims.identity == first["identity"] and claims.video is not None and claims.video.room == first["room"]
+    assert again["resume"] != first["resume"]
+
+    # spent: the same resume token does not work twice (a copy is worthless once the page used it)
+    resp = await client.post("/api/session", json={"resume": first["resume"]})
+    assert resp.status == 401 and "error" in await resp.json()
+    # the new one does, once
+    assert (await client.post("/api/session", json={"resume": again["resume"]})).status == 200
+
+
+@pytest.mark.parametrize("kind", ["garbage", "livekit-token", "forged-room", "wrong-key", "too-long", "number"])
+async def test_forged_or_foreign_resume_tokens_are_refused(make_client: ClientFactory, kind: str) -> None:
+    client = await make_client()
+    first = await (await client.post("/api/session")).json()
+    claims = jwt.decode(first["resume"], options={"verify_signature": False})
+    forged: Any = {
+        "garbage": "abc.def.ghi",
+        # a valid LiveKit join token is not a resume token (different key and audience)
+        "livekit-token": first["token"],
+        # re-signed for another room with a key the attacker might guess: the LiveKit secret itself
+        "forged-room": jwt.encode({**claims, "room": "lexvoz-" + "0" * 32}, API_SECRET, algorithm="HS256"),
+        "wrong-key": jwt.encode(claims, "not-the-key-0123456789-0123456789", algorithm="HS256"),
+        "too-long": "a" * 1500,
+        "number": 12,
+    }[kind]
+    resp = await client.post("/api/session", json={"resume": forged})
+    assert resp.status in (401, 413), kind
+    assert "error" in await resp.json()
+
+
+def test_resume_tokens_expire() -> None:
+    now = [1_000_000.0]
+    tokens = ResumeTokens(make_settings(LEXVOZ_RESUME_TTL_S=60), clock=lambda: now[0])
+    token = tokens.issue(room="lexvoz-" + "a" * 32, identity="usuario-" + "b" * 16)
+    now[0] += 61
+    with pytest.raises(ResumeError, match="caducó"):
+        tokens.spend(token)
+
+
+async def test_requests_from_another_origin_are_refused(make_client: ClientFactory) -> None:
+    client = await make_client()
+    host = f"127.0.0.1:{client.port}"
+    assert (await client.post("/api/session", headers={"Origin": f"http://{host}"})).status == 200
+    for headers in (
+        {"Origin": "https://evil.example"},
+        {"Origin": "null"},
+        {"Origin": f"http://{host}.evil.example"},
+        {"Sec-Fetch-Site": "cross-site"},
+    ):
+        resp = await client.post("/api/session", headers=headers)
+        assert resp.status == 403, headers
+        assert "origen" in (await resp.json())["error"]
+
+
+async def test_allowed_origins_are_configurable(make_client: ClientFactory) -> None:
+    client = await make_client(make_settings(LEXVOZ_ALLOWED_ORIGINS="https://lexvoz.example, https://b.example:8443"))
+    assert (await client.post("/api/session", headers={"Origin": "https://lexvoz.example"})).status == 200
+    assert (await client.post("/api/session", headers={"Origin": "https://b.example:8443"})).status == 200
+    assert (await client.post("/api/session", headers={"Origin": f"http://127.0.0.1:{client.port}"})).status == 403
 
 
 async def test_public_url_is_preferred(make_client: ClientFactory) -> None:
@@ -155,7 +228,7 @@ async def test_public_url_is_preferred(make_client: ClientFactory) -> None:
     "room",
     ["", "ab", "Sala", "-sala", "sala_1", "sala 1", "sala/../x", "a" * 64, "ñandú", "sala\n", 12, ["sala"], True],
 )
-async def test_bad_room_names_are_refused(make_client: ClientFactory, room: Any) -> None:
+async def test_any_room_field_is_refused(make_client: ClientFactory, room: Any) -> None:
     client = await make_client()
     resp = await client.post("/api/session", json={"room": room})
     assert resp.status == 400
@@ -174,7 +247,7 @@ async def test_bad_room_names_are_refused(make_client: ClientFactory, room: Any)
         (b'{"room": "sala-1", "admin": true}', "application/json", 400),
         (b'{"room": "sala-1"}', "text/plain", 415),
         (b'{"room": "sala-1"}', "application/x-www-form-urlencoded", 415),
-        (b'{"room": "' + b"a" * 2000 + b'"}', "application/json", 413),
+        (b'{"resume": "' + b"a" * 3000 + b'"}', "application/json", 413),
     ],
 )
 async def test_malformed_bodies_get_json_4xx(
@@ -289,20 +362,22 @@ def test_csp_allows_secure_livekit_origins() -> None:
 async def test_logs_never_carry_token_or_secret(make_client: ClientFactory, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.DEBUG)
     client = await make_client()
-    body = await (await client.post("/api/session", json={"room": "sala-log"})).json()
+    body = await (await client.post("/api/session")).json()
+    await client.post("/api/session", json={"resume": body["resume"]})
     await client.post("/api/session", data=b"{bad", headers={"Content-Type": "application/json"})
     logged = "\n".join(r.getMessage() for r in caplog.records)
-    assert "sala-log" in logged  # the service does log sessions...
-    assert body["token"] not in logged  # ...but never the bearer token
-    assert body["token"].split(".")[2] not in logged
+    assert body["room"] in logged  # the service does log sessions...
+    for credential in (body["token"], body["resume"]):  # ...but never a bearer token
+        assert credential not in logged
+        assert credential.split(".")[2] not in logged
     assert API_SECRET not in logged
 
 
 async def test_error_messages_are_utf8_json(make_client: ClientFactory) -> None:
     client = await make_client()
-    resp = await client.post("/api/session", json={"room": "X"})
+    resp = await client.post("/api/session", json={"resume": "X"})
     raw = await resp.read()
-    assert "válido".encode() in raw
+    assert "reanudación no válido".encode() in raw
 
 
 def test_main_reports_bad_settings_in_one_line(
@@ -316,3 +391,90 @@ def test_main_reports_bad_settings_in_one_line(
         get_settings.cache_clear()
     err = capsys.readouterr().err
     assert "LEXVOZ_TOKEN_TTL_S" in err and len(err.strip().splitlines()) == 1
+
+
+async def test_odd_page_paths_are_404_not_500(make_client: ClientFactory, caplog: pytest.LogCaptureFixture) -> None:
+    """A NUL byte or a control character in the path used to raise inside the resolver: 500 and a traceback."""
+    caplog.set_level(logging.DEBUG)
+    client = await make_client()
+    for path in ("/%00", "/index.html%00.js", "/assets/%00/x", "/%01", "/a%7Fb", "/a%5C..%5Coutside.txt"):
+        resp = await client.get(path)
+        assert resp.status == 404, path
+    assert not [r for r in caplog.records if r.exc_info], "a traceback was logged"
+
+
+async def test_refused_requests_warn_at_most_once_a_period(
+    make_client: ClientFactory, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="lexvoz.web")
+    client = await make_client(make_settings(LEXVOZ_TOKEN_REQUESTS_PER_MINUTE=1))
+    statuses = [(await client.post("/api/session")).status for _ in range(40)]
+    assert statuses.count(429) == 39
+    for _ in range(20):
+        await client.post("/api/session", headers={"Origin": "https://evil.example"})
+    warnings = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(warnings) <= 2, [r.getMessage() for r in warnings]  # one per kind, not one per request
+
+
+def test_log_throttle_reports_what_it_held_back(caplog: pytest.LogCaptureFixture) -> None:
+    now = [0.0]
+    throttle = LogThrottle(logging.getLogger("lexvoz.test.throttle"), period_s=60, clock=lambda: now[0])
+    with caplog.at_level(logging.WARNING, logger="lexvoz.test.throttle"):
+        for _ in range(10):
+            throttle.warning("k", "refused %s", "x")
+        now[0] = 61
+        throttle.warning("k", "refused %s", "y")
+    assert [r.getMessage() for r in caplog.records] == ["refused x", "refused y (9 more like this in the last 60 s)"]
+
+
+async def _serve(settings: Settings, dist: Path) -> tuple[web.AppRunner, int]:
+    """The app under the same server options `main` uses."""
+    runner = web.AppRunner(create_app(settings, static_dir=dist), **runner_options(settings))
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    server = site._server
+    assert server is not None and server.sockets  # type: ignore[attr-defined]
+    return runner, int(server.sockets[0].getsockname()[1])  # type: ignore[attr-defined]
+
+
+async def test_half_open_connections_are_closed_after_the_header_timeout(dist: Path) -> None:
+    """Connections that never finish their headers are dropped after LEXVOZ_WEB_HEADER_TIMEOUT_S."""
+    runner, port = await _serve(make_settings(LEXVOZ_WEB_HEADER_TIMEOUT_S=0.5), dist)
+    try:
+        conns = [await asyncio.open_connection("127.0.0.1", port) for _ in range(30)]
+        for i, (_reader, writer) in enumerate(conns):
+            writer.write(b"GET / HTTP/1.1\r\nHost: x\r\n" if i % 2 else b"")  # partial headers, or nothing
+            await writer.drain()
+        started = time.monotonic()
+        async with asyncio.timeout(10):
+            closed = await asyncio.gather(*(reader.read() for reader, _ in conns))
+        assert all(data == b"" for data in closed)  # closed by the server, nothing answered
+        assert time.monotonic() - started < 5
+        for _reader, writer in conns:
+            writer.close()
+    finally:
+        await runner.cleanup()
+
+
+async def test_a_body_that_never_arrives_times_out(dist: Path) -> None:
+    runner, port = await _serve(make_settings(LEXVOZ_WEB_BODY_TIMEOUT_S=0.5, LEXVOZ_WEB_HEADER_TIMEOUT_S=30), dist)
+    try:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(
+            b"POST /api/session HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"
+        )
+        await writer.drain()
+        async with asyncio.timeout(10):
+            status_line = await reader.readline()
+        assert b" 408 " in status_line
+        writer.close()
+    finally:
+        await runner.cleanup()
+
+
+def test_fresh_rooms_are_unguessable() -> None:
+    from agent.web.tokens import new_room_name
+
+    rooms = {new_room_name() for _ in range(1000)}
+    assert len(rooms) == 1000 and all(ROOM_PATTERN.fullmatch(r) for r in rooms)

@@ -7,18 +7,20 @@ original, and each excerpt is kept as a sha256 of exactly the text that was show
 
 Writing must never slow or break a conversation, so `EvidenceLedger.record()` only enqueues; a
 background task writes through `asyncio.to_thread`, counts failures, and retries with backoff.
+
+The query is cut to the tool's limit (2,000 characters) before redaction and storage, its digest is keyed,
+and the file and folder are owner-only. Reading it (`ledger show`) lives in `agent.ops.ledger_show`.
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import hashlib
-import json
 import logging
+import os
 import sqlite3
-import sys
+import stat
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -26,19 +28,20 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from agent.contract import OUTCOMES, FailureReason, Outcome
+from agent.contract import MAX_QUERY_CHARS, OUTCOMES, FailureReason, Outcome
 from agent.ops import metrics
-from agent.ops.redact import query_digest, redact
+from agent.ops.digest import query_digest
+from agent.ops.redact import redact
 
 __all__ = [
     "EvidenceLedger",
     "LedgerEntry",
     "LedgerSource",
     "excerpt_sha256",
-    "ledger_main",
     "open_ledger",
-    "read_room",
+    "secure_ledger_files",
     "sources_from",
+    "stored_query",
 ]
 
 logger = logging.getLogger("lexvoz.ledger")
@@ -78,6 +81,16 @@ class LedgerEntry:
 def sources_from(sources: Iterable[Any]) -> tuple[LedgerSource, ...]:
     """Ledger tuples from `agent.contract.Source` objects (anything with citation/url/excerpt)."""
     return tuple((s.citation, s.official_source_url, s.excerpt) for s in sources)
+
+
+def stored_query(query: str) -> tuple[str, str]:
+    """(redacted text, digest) of the query as the ledger keeps it: cut to the tool's limit first.
+
+    Cutting first bounds the redaction work and the row size whatever a caller sent; the digest covers the
+    same cut text, so it still joins the row to the log lines and spans about that question.
+    """
+    cut = query[:MAX_QUERY_CHARS]
+    return redact(cut), query_digest(cut)
 
 
 def excerpt_sha256(excerpt: str) -> str:
@@ -167,10 +180,35 @@ def _migrate(conn: sqlite3.Connection) -> None:
             raise
 
 
+OWNER_ONLY_DIR = 0o700
+OWNER_ONLY_FILE = 0o600
+
+
+def secure_ledger_files(path: Path) -> None:
+    """Make the ledger's folder 0700 and the file (and any -wal/-shm beside it) 0600, creating what is missing.
+
+    The file is created before SQLite opens it because SQLite gives its WAL and shared-memory files the
+    main file's mode. A shared sticky folder such as /tmp is never narrowed: the ledger needs its own.
+    """
+    folder = path.parent
+    if not folder.exists():
+        folder.mkdir(mode=OWNER_ONLY_DIR, parents=True, exist_ok=True)
+    info = folder.stat()
+    if info.st_mode & stat.S_ISVTX:
+        raise PermissionError(f"ledger folder {folder} is a shared sticky folder; give the ledger its own folder")
+    if stat.S_IMODE(info.st_mode) & 0o077 and info.st_uid == os.getuid():
+        folder.chmod(OWNER_ONLY_DIR)
+    os.close(os.open(path, os.O_CREAT | os.O_RDWR, OWNER_ONLY_FILE))
+    for companion in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+        with contextlib.suppress(FileNotFoundError):
+            if stat.S_IMODE(companion.stat().st_mode) != OWNER_ONLY_FILE:
+                companion.chmod(OWNER_ONLY_FILE)
+
+
 def open_ledger(path: str | Path) -> sqlite3.Connection:
-    """Open (creating parent dir and schema as needed) a ledger connection in WAL mode."""
+    """Open (creating an owner-only folder, file and schema as needed) a ledger connection in WAL mode."""
     p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
+    secure_ledger_files(p)
     conn = sqlite3.connect(p, timeout=5.0, isolation_level=None, check_same_thread=False)
     try:
         conn.execute("PRAGMA journal_mode=WAL")
@@ -188,6 +226,7 @@ def _write(conn: sqlite3.Connection, batch: Sequence[LedgerEntry]) -> None:
     conn.execute("BEGIN IMMEDIATE")
     try:
         for e in batch:
+            query_redacted, digest = stored_query(e.query)
             cur = conn.execute(
                 "INSERT OR IGNORE INTO tool_calls (entry_id, ts, room, session_id, turn, call_id, tool,"
                 " query_redacted, query_digest, outcome, duration_ms, reason)"
@@ -200,8 +239,8 @@ def _write(conn: sqlite3.Connection, batch: Sequence[LedgerEntry]) -> None:
                     e.turn,
                     e.call_id,
                     e.tool,
-                    redact(e.query),
-                    query_digest(e.query),
+                    query_redacted,
+                    digest,
                     e.outcome,
                     float(e.duration_ms),
                     e.reason,
@@ -354,84 +393,3 @@ class EvidenceLedger:
         if left:
             self._drop(left, "unflushed at close")
         await asyncio.to_thread(self._reset_connection)
-
-
-# ---------------------------------------------------------------------------------------------
-# Reading
-
-
-def read_room(path: str | Path, room: str) -> list[dict[str, Any]]:
-    """Every tool call of `room` in the order it was recorded, each with its sources."""
-    p = Path(path)
-    if not p.exists():
-        raise FileNotFoundError(str(p))
-    conn = sqlite3.connect(f"{p.resolve().as_uri()}?mode=ro", uri=True)
-    conn.row_factory = sqlite3.Row
-    try:
-        calls = [
-            dict(r)
-            for r in conn.execute(
-                "SELECT id, ts, room, session_id, turn, call_id, tool, query_redacted, query_digest,"
-                " outcome, duration_ms, reason FROM tool_calls WHERE room = ? ORDER BY id",
-                (room,),
-            )
-        ]
-        for call in calls:
-            call["sources"] = [
-                dict(r)
-                for r in conn.execute(
-                    "SELECT position, citation, official_source_url, excerpt_sha256 FROM sources"
-                    " WHERE call_row = ? ORDER BY position",
-                    (call.pop("id"),),
-                )
-            ]
-    finally:
-        conn.close()
-    return calls
-
-
-def _format_text(room: str, calls: list[dict[str, Any]]) -> str:
-    if not calls:
-        return f"No tool calls recorded for room {room!r}.\n"
-    lines = [f"Room {room}: {len(calls)} tool call(s)"]
-    for n, c in enumerate(calls, start=1):
-        reason = f" ({c['reason']})" if c["reason"] else ""
-        lines.append(f"{n}. {c['ts']}  session {c['session_id']}  turn {c['turn']}  call {c['call_id']}  {c['tool']}")
-        lines.append(f"   question: {c['query_redacted']}  [digest {c['query_digest']}]")
-        lines.append(f"   outcome: {c['outcome']}{reason} in {c['duration_ms']:.0f} ms")
-        for s in c["sources"]:
-            url = s["official_source_url"] or "(no official URL)"
-            lines.append(f"   [{s['position']}] {s['citation']} — {url} — excerpt sha256 {s['excerpt_sha256']}")
-    return "\n".join(lines) + "\n"
-
-
-def ledger_main(argv: list[str]) -> int:
-    """`python -m agent ledger show --room ROOM [--json] [--path P]`; `argv` is what follows `ledger`."""
-    parser = argparse.ArgumentParser(prog="python -m agent ledger", description="Read the evidence ledger.")
-    sub = parser.add_subparsers(dest="command", required=True)
-    show = sub.add_parser("show", help="what was researched in a room, and which sources were shown")
-    show.add_argument("--room", required=True)
-    show.add_argument("--json", action="store_true", help="machine-readable output")
-    show.add_argument("--path", type=Path, default=None, help="ledger file (default: LEXVOZ_LEDGER_PATH)")
-    try:
-        args = parser.parse_args(argv)
-    except SystemExit as exc:
-        return int(exc.code or 0)
-    path: Path = args.path
-    if path is None:
-        from agent.settings import get_settings
-
-        path = get_settings().ledger_path
-    try:
-        calls = read_room(path, args.room)
-    except FileNotFoundError:
-        print(f"ledger: no ledger file at {path}", file=sys.stderr)
-        return 1
-    except sqlite3.Error as exc:
-        print(f"ledger: cannot read {path}: {type(exc).__name__}", file=sys.stderr)
-        return 1
-    if args.json:
-        sys.stdout.write(json.dumps({"room": args.room, "calls": calls}, ensure_ascii=False, indent=2) + "\n")
-    else:
-        sys.stdout.write(_format_text(args.room, calls))
-    return 0

@@ -27,7 +27,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from agent.contract import Outcome
-from agent.ops.redact import query_digest
+from agent.ops.digest import query_digest
 
 __all__ = [
     "ATTR_DURATION_MS",

@@ -323,3 +323,37 @@ describe('App: microphone permission denied', () => {
     expect(screen.getByTestId('stop-button')).toBeTruthy();
   });
 });
+
+describe('App: privacy notice', () => {
+  it('says where audio and searches go before the microphone is requested', async () => {
+    render(<App />);
+    const notice = screen.getByTestId('privacy-notice');
+    expect(notice.textContent).toContain('OpenAI');
+    expect(notice.textContent).toContain('modo de ensayo');
+    expect(notice.textContent).toContain('simulador local');
+    expect(notice.textContent).toContain('servicio de búsqueda');
+    expect(acquireMicrophone).not.toHaveBeenCalled();
+
+    fireEvent.click(screen.getByTestId('start-button'));
+    await settle();
+    expect(acquireMicrophone).toHaveBeenCalledTimes(1);
+    expect(screen.queryByTestId('privacy-notice')).toBeNull();
+  });
+
+  it('Stop forgets the resume token, so a reload starts a new conversation', async () => {
+    window.sessionStorage.clear();
+    fetchMock.mockImplementation(async () =>
+      new Response(JSON.stringify({ ...SESSION, resume: 'r1' }), {
+        status: 200,
+        headers: { 'Content-Type': 'application/json' },
+      }),
+    );
+    vi.mocked(acquireMicrophone).mockResolvedValue({ ok: false, message: 'x' });
+    render(<App />);
+    fireEvent.click(screen.getByTestId('start-button'));
+    await settle();
+    expect(window.sessionStorage.getItem('lexvoz.resume')).toBe('r1');
+    fireEvent.click(screen.getByTestId('stop-button'));
+    expect(window.sessionStorage.getItem('lexvoz.resume')).toBeNull();
+  });
+});

@@ -36,8 +36,15 @@ import {
   researchReducer,
   type ResearchAction,
 } from './research';
+import { PrivacyNotice } from './PrivacyNotice';
 import { ResearchPanel } from './ResearchPanel';
-import { acquireMicrophone, requestSession, SessionRequestError, type MicrophoneResult } from './session';
+import {
+  acquireMicrophone,
+  forgetResume,
+  requestSession,
+  SessionRequestError,
+  type MicrophoneResult,
+} from './session';
 import { buildTranscript, TRANSCRIPTION_FINAL_ATTRIBUTE, type RawLine, type TranscriptLine } from './transcript';
 
 type Phase = 'idle' | 'starting' | 'active';
@@ -175,7 +182,10 @@ export function App() {
     void publishMicrophone(room, gen, pendingMic);
   }, [publishMicrophone]);
 
-  const stop = useCallback(() => endSession(session?.room), [endSession, session]);
+  const stop = useCallback(() => {
+    forgetResume(); // ended on purpose: a reload starts a new conversation
+    endSession(session?.room);
+  }, [endSession, session]);
 
   // Leaving the page ends the session cleanly.
   useEffect(() => {
@@ -197,6 +207,7 @@ export function App() {
           ? 'La sesión terminó. Pulse «Empezar» para iniciar otra.'
           : 'No se pudo conectar con el servidor de voz. Compruebe que LiveKit está en marcha.',
       );
+      forgetResume(); // the conversation is over: the next Start opens a new one
       endSession(session.room);
     }
   }, [endSession, session]);
@@ -238,6 +249,8 @@ export function App() {
           </p>
         )}
       </div>
+
+      {phase === 'idle' && <PrivacyNotice />}
 
       {micError && (
         <p className="mic-error" data-testid="mic-error" role="alert">

@@ -4,6 +4,11 @@
  * The microphone is acquired by us rather than by the room, because a permission prompt can be answered
  * after the person already pressed Stop: the caller then stops the new track instead of publishing it,
  * so the browser's recording indicator goes off and the finished session is not revived.
+ *
+ * The page never names a room: the service opens a fresh one per session. To get back into the same room
+ * after a reload, the page keeps the service's short-lived, single-use resume token in this tab's
+ * sessionStorage and presents it on the next Start; a refused one (expired, already used) silently falls
+ * back to a new session. Stopping forgets it.
  */
 import { createLocalAudioTrack, MediaDeviceFailure, type LocalAudioTrack } from 'livekit-client';
 
@@ -12,6 +17,35 @@ export interface SessionInfo {
   token: string;
   room: string;
   identity: string;
+  /** Single-use token that lets this tab rejoin the same room after a reload. */
+  resume?: string;
+}
+
+const RESUME_STORAGE_KEY = 'lexvoz.resume';
+
+function storage(): Storage | null {
+  try {
+    return typeof window !== 'undefined' ? window.sessionStorage : null;
+  } catch {
+    return null; // storage disabled: sessions still work, reloads just start afresh
+  }
+}
+
+/** The resume token this tab holds, if any. */
+export function storedResume(): string | null {
+  return storage()?.getItem(RESUME_STORAGE_KEY) ?? null;
+}
+
+function rememberResume(token: string | undefined): void {
+  const store = storage();
+  if (!store) return;
+  if (token) store.setItem(RESUME_STORAGE_KEY, token);
+  else store.removeItem(RESUME_STORAGE_KEY);
+}
+
+/** Forget the resume token: the person ended the session, so a reload must not bring it back. */
+export function forgetResume(): void {
+  storage()?.removeItem(RESUME_STORAGE_KEY);
 }
 
 export class SessionRequestError extends Error {}
@@ -25,18 +59,23 @@ function isSessionInfo(value: unknown): value is SessionInfo {
     typeof v.token === 'string' &&
     v.token.length > 0 &&
     typeof v.room === 'string' &&
-    typeof v.identity === 'string'
+    typeof v.identity === 'string' &&
+    (v.resume === undefined || typeof v.resume === 'string')
   );
 }
 
-/** POST /api/session on our own origin; the answer holds a short-lived, single-room token. */
-export async function requestSession(signal?: AbortSignal): Promise<SessionInfo> {
+/**
+ * POST /api/session on our own origin; the answer holds a short-lived, single-room token. With `resume`
+ * (this tab's stored resume token) the service returns the same room; if it refuses the token, a fresh
+ * session is requested instead. The new resume token is stored for the next reload.
+ */
+export async function requestSession(signal?: AbortSignal, resume: string | null = storedResume()): Promise<SessionInfo> {
   let response: Response;
   try {
     response = await fetch('/api/session', {
       method: 'POST',
       headers: { 'Content-Type': 'application/json' },
-      body: '{}',
+      body: JSON.stringify(resume ? { resume } : {}),
       cache: 'no-store',
       credentials: 'same-origin',
       signal,
@@ -44,6 +83,10 @@ export async function requestSession(signal?: AbortSignal): Promise<SessionInfo>
   } catch (err) {
     if (err instanceof DOMException && err.name === 'AbortError') throw err;
     throw new SessionRequestError('No se pudo contactar el servidor de Lexvoz. ¿Está en marcha?');
+  }
+  if (resume && (response.status === 401 || response.status === 400)) {
+    forgetResume(); // expired or already used: start a new conversation instead
+    return requestSession(signal, null);
   }
   if (response.status === 429) {
     const retry = Number(response.headers.get('Retry-After'));
@@ -62,6 +105,7 @@ export async function requestSession(signal?: AbortSignal): Promise<SessionInfo>
   if (!isSessionInfo(body)) {
     throw new SessionRequestError('El servidor respondió algo que no es una sesión válida.');
   }
+  rememberResume(body.resume);
   return body;
 }
 

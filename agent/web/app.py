@@ -1,0 +1,143 @@
+"""The token and page service: hands the browser a short-lived LiveKit token and serves the built page.
+
+Why it exists: the LiveKit API secret must never reach the browser, so a small server signs one token per
+session, scoped to one fresh room, microphone-only publishing, and an explicit dispatch of our agent by name.
+The same origin serves the page, which keeps the browser's Content-Security-Policy tight (its own scripts
+plus the LiveKit URL) and lets the page call `/api/session` without CORS.
+
+This module assembles the app (routes, security headers, error shape) and runs it; the pieces live beside
+it: `session` (the API), `tokens` (rooms, join and resume tokens), `static` (the page), `limits` (rate
+limits, log throttling, read timeouts). Run it with `python -m agent web`. It listens on loopback by default.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Final
+
+from aiohttp import web
+
+from agent.settings import Settings, SettingsError, get_settings
+from agent.web.limits import LogThrottle, PeerRateLimiter, runner_options
+from agent.web.session import (
+    LIMITER_KEY,
+    MAX_BODY_BYTES,
+    RESUME_KEY,
+    SETTINGS_KEY,
+    THROTTLE_KEY,
+    RequestError,
+    create_session,
+    json_response,
+)
+from agent.web.static import STATIC_DIR_KEY, content_security_policy, serve_page
+from agent.web.tokens import ResumeTokens, public_url
+
+log = logging.getLogger("lexvoz.web")
+
+CSP_KEY: Final = web.AppKey("csp", str)
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+async def healthz(_request: web.Request) -> web.Response:
+    """Liveness for scripts and CI: the process answers; it does not probe LiveKit."""
+    return json_response({"status": "ok"}, headers={"Cache-Control": "no-store"})
+
+
+@web.middleware
+async def security_headers(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Same headers on every answer, errors included, so no path is the weak one."""
+    try:
+        response = await handler(request)
+    except web.HTTPException as exc:
+        response = exc
+    response.headers.setdefault("Content-Security-Policy", request.app[CSP_KEY])
+    response.headers.setdefault("X-Content-Type-Options", "nosniff")
+    response.headers.setdefault("Referrer-Policy", "no-referrer")
+    response.headers.setdefault("X-Frame-Options", "DENY")
+    response.headers.setdefault("Permissions-Policy", "microphone=(self), camera=(), geolocation=()")
+    if isinstance(response, web.HTTPException):
+        raise response
+    return response
+
+
+@web.middleware
+async def api_errors(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Under /api/, every failure is JSON `{"error": ...}` (the page shows it); no stack traces leak."""
+    if not request.path.startswith("/api/"):
+        return await handler(request)
+    try:
+        return await handler(request)
+    except RequestError as exc:
+        return json_response({"error": exc.message}, status=exc.status)
+    except web.HTTPException as exc:
+        if exc.status < 400:
+            raise
+        return json_response({"error": exc.reason}, status=exc.status, headers=_allow_header(exc))
+    except asyncio.CancelledError:
+        raise
+    except Exception:
+        log.exception("unexpected error in %s", request.path)
+        return json_response({"error": "error interno"}, status=500)
+
+
+def _allow_header(exc: web.HTTPException) -> dict[str, str]:
+    allow = exc.headers.get("Allow")
+    return {"Allow": allow} if allow else {}
+
+
+def create_app(settings: Settings, *, static_dir: Path | None = None) -> web.Application:
+    """Build the service; `static_dir` defaults to the `LEXVOZ_WEB_DIST` setting (`web/dist`)."""
+    app = web.Application(middlewares=[security_headers, api_errors], client_max_size=MAX_BODY_BYTES * 4)
+    app[SETTINGS_KEY] = settings
+    app[LIMITER_KEY] = PeerRateLimiter(settings.token_requests_per_minute)
+    app[RESUME_KEY] = ResumeTokens(settings)
+    app[THROTTLE_KEY] = LogThrottle(log)
+    app[STATIC_DIR_KEY] = static_dir if static_dir is not None else settings.web_dist
+    app[CSP_KEY] = content_security_policy(settings)
+    app.router.add_post("/api/session", create_session)
+    app.router.add_get("/healthz", healthz)
+    app.router.add_get("/{tail:(?!api/).*}", serve_page)
+    return app
+
+
+def _display_url(host: str, port: int) -> str:
+    shown = "127.0.0.1" if host in ("", "0.0.0.0") else host
+    if ":" in shown and not shown.startswith("["):
+        shown = f"[{shown}]"
+    return f"http://{shown}:{port}/"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the service until interrupted; prints the address to open in the browser."""
+    parser = argparse.ArgumentParser(prog="python -m agent web", description="Lexvoz token and page service")
+    parser.add_argument("--host", help="listen address (default: LEXVOZ_WEB_HOST, 127.0.0.1)")
+    parser.add_argument("--port", type=int, help="listen port (default: LEXVOZ_WEB_PORT, 8080)")
+    parser.add_argument("--static-dir", type=Path, help="built page directory (default: web/dist)")
+    args = parser.parse_args(argv)
+    try:
+        settings = get_settings()
+    except SettingsError as exc:
+        print(f"lexvoz web: {exc}", file=sys.stderr)
+        return 2
+    host = args.host or settings.web_host
+    port = args.port if args.port is not None else settings.web_port
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    app = create_app(settings, static_dir=args.static_dir)
+    static_dir = app[STATIC_DIR_KEY]
+    print(f"Lexvoz: abra {_display_url(host, port)} en el navegador (LiveKit: {public_url(settings)})", flush=True)
+    if not (static_dir / "index.html").is_file():
+        print("Aviso: la página no está construida; ejecute `make web`.", flush=True)
+    if settings.rehearsal:
+        print("Modo de ensayo activo (LEXVOZ_REHEARSAL).", flush=True)
+    web.run_app(app, host=host, port=port, print=None, **runner_options(settings))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

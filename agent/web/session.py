@@ -1,0 +1,155 @@
+"""`POST /api/session`: a fresh room, identity and token for a new conversation, or a rejoin with a resume token.
+
+The caller never chooses the room. A body of `{}` (or none) opens a new, unguessable room; `{"resume": T}`
+returns to the room and identity that T was issued for, once, while T is fresh. Any other field, `room`
+included, is refused. Requests a browser sends from another origin are refused too: the page's own origin
+(or one listed in LEXVOZ_ALLOWED_ORIGINS) may ask; a client that sends no Origin (not a browser, e.g. curl)
+gains nothing from the check, since it could write any Origin it liked.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import logging
+from typing import Any, Final
+from urllib.parse import urlsplit
+
+from aiohttp import web
+
+from agent.settings import Settings
+from agent.web.limits import LogThrottle, PeerRateLimiter
+from agent.web.tokens import ResumeError, ResumeTokens, mint_token, new_identity, new_room_name, public_url
+
+log = logging.getLogger("lexvoz.web")
+
+# `{"resume": "<a ~300-char token>"}` fits in far less; anything bigger is not a request we want to parse.
+MAX_BODY_BYTES: Final = 2048
+ALLOWED_FIELDS: Final = frozenset({"resume"})
+
+SETTINGS_KEY: Final = web.AppKey("settings", Settings)
+LIMITER_KEY: Final = web.AppKey("limiters", PeerRateLimiter)
+RESUME_KEY: Final = web.AppKey("resume_tokens", ResumeTokens)
+THROTTLE_KEY: Final = web.AppKey("log_throttle", LogThrottle)
+
+# Spanish messages stay readable on the wire (UTF-8) instead of \u escapes.
+_dumps = functools.partial(json.dumps, ensure_ascii=False)
+
+
+def json_response(data: object, *, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
+    return web.json_response(data, status=status, headers=headers, dumps=_dumps)
+
+
+class RequestError(Exception):
+    """A client mistake, reported as `{"error": message}` with a 4xx status and nothing else."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+def peer_address(request: web.Request) -> str:
+    """The direct TCP peer, read from the socket.
+
+    X-Forwarded-For and Forwarded are ignored: any client can write them, so trusting them would let one
+    client spread its requests over invented addresses and dodge the limit. Behind a reverse proxy every
+    client shares the proxy's bucket, which errs on the safe side.
+    """
+    transport = request.transport
+    peer = transport.get_extra_info("peername") if transport is not None else None
+    if isinstance(peer, tuple | list) and peer and isinstance(peer[0], str):
+        return peer[0]
+    return request.remote or "unknown"
+
+
+def origin_allowed(request: web.Request, settings: Settings) -> bool:
+    """Same origin as the page (Origin's host equals Host), or listed in LEXVOZ_ALLOWED_ORIGINS."""
+    origin = request.headers.get("Origin")
+    if origin is None:
+        # No Origin: not a browser's cross-site request, unless the browser says so another way.
+        return request.headers.get("Sec-Fetch-Site", "same-origin") in ("same-origin", "none")
+    allowed = settings.allowed_origin_list
+    if allowed:
+        return origin.lower() in allowed
+    parts = urlsplit(origin)
+    host = request.headers.get("Host", "")
+    return parts.scheme in ("http", "https") and bool(parts.netloc) and parts.netloc.lower() == host.lower()
+
+
+async def _read_at_most(request: web.Request, limit: int) -> bytes:
+    """The whole body, or its first `limit` bytes; `read(n)` alone returns whatever has arrived so far."""
+    buf = bytearray()
+    while len(buf) < limit and not request.content.at_eof():
+        chunk = await request.content.read(limit - len(buf))
+        if not chunk:
+            break
+        buf += chunk
+    return bytes(buf)
+
+
+async def _read_body(request: web.Request, timeout_s: float) -> dict[str, Any]:
+    """Parse the optional JSON object body, within `timeout_s` and MAX_BODY_BYTES."""
+    if not request.body_exists or request.content_length == 0:
+        return {}
+    if request.content_type != "application/json":
+        raise RequestError(415, "el cuerpo debe ser application/json")
+    if request.content_length is not None and request.content_length > MAX_BODY_BYTES:
+        raise RequestError(413, "cuerpo demasiado grande")
+    try:
+        async with asyncio.timeout(timeout_s):
+            raw = await _read_at_most(request, MAX_BODY_BYTES + 1)
+    except TimeoutError:
+        raise RequestError(408, "el cuerpo tardó demasiado en llegar") from None
+    if len(raw) > MAX_BODY_BYTES:
+        raise RequestError(413, "cuerpo demasiado grande")
+    if not raw.strip():
+        return {}
+    try:
+        body: Any = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        raise RequestError(400, "JSON no válido") from None
+    if not isinstance(body, dict):
+        raise RequestError(400, "se esperaba un objeto JSON")
+    unknown = set(body) - ALLOWED_FIELDS
+    if "room" in unknown:
+        raise RequestError(400, "la sala no se elige: cada sesión recibe una sala nueva")
+    if unknown:
+        raise RequestError(400, "campos desconocidos: " + ", ".join(sorted(unknown)[:5]))
+    return body
+
+
+async def create_session(request: web.Request) -> web.Response:
+    """`POST /api/session`: one room, one identity, one join token, a resume token, and the URL to use."""
+    settings = request.app[SETTINGS_KEY]
+    throttle = request.app[THROTTLE_KEY]
+    peer = peer_address(request)
+    no_store = {"Cache-Control": "no-store"}
+    if not origin_allowed(request, settings):
+        throttle.warning("origin", "session refused: origin not allowed (peer %s)", peer)
+        return json_response({"error": "origen no permitido"}, status=403, headers=no_store)
+    limiter = request.app[LIMITER_KEY]
+    if not await limiter.try_acquire(peer):
+        throttle.warning("rate", "token rate limit hit (peer %s)", peer)
+        headers = {"Retry-After": str(limiter.retry_after_s), **no_store}
+        return json_response({"error": "demasiadas solicitudes; espere un momento"}, status=429, headers=headers)
+    body = await _read_body(request, settings.web_body_timeout_s)
+    resume_tokens = request.app[RESUME_KEY]
+    resumed = body.get("resume") is not None
+    if resumed:
+        try:
+            room, identity = resume_tokens.spend(body["resume"])
+        except ResumeError as exc:
+            throttle.warning("resume", "resume refused (peer %s)", peer)
+            return json_response({"error": str(exc)}, status=401, headers=no_store)
+    else:
+        room, identity = new_room_name(), new_identity()
+    token = mint_token(settings, room=room, identity=identity)
+    resume = resume_tokens.issue(room=room, identity=identity)
+    # Room and identity only: the tokens are bearer credentials and must not end up in logs.
+    log.info("session issued room=%s identity=%s peer=%s resumed=%s", room, identity, peer, resumed)
+    return json_response(
+        {"url": public_url(settings), "token": token, "room": room, "identity": identity, "resume": resume},
+        headers=no_store,
+    )
