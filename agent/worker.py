@@ -12,6 +12,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+import aiohttp
 from livekit.agents import AgentServer, JobContext, JobProcess
 from livekit.plugins import silero
 
@@ -20,7 +21,7 @@ from agent.ops.ledger import EvidenceLedger
 from agent.ops.redact import RedactingFilter
 from agent.ops.telemetry import setup_tracing, shutdown_tracing
 from agent.settings import Settings, SettingsError, get_settings
-from agent.voice.conversation import start_conversation
+from agent.voice.conversation import Conversation, start_conversation
 from agent.voice.observers import ledger_observer
 
 logger = logging.getLogger("lexvoz.worker")
@@ -91,11 +92,17 @@ server = AgentServer(
 )
 
 
-@server.rtc_session(agent_name=settings.agent_name)
-async def entrypoint(ctx: JobContext) -> None:
+async def run_job(
+    ctx: JobContext, job_settings: Settings, *, http_session: aiohttp.ClientSession | None = None
+) -> Conversation:
+    """The whole body of a job: tracing, the ledger, the conversation and how the job ends.
+
+    The entrypoint calls this and nothing else, so a test that runs it with a fake job context and a
+    mocked room runs exactly the wiring production runs. `http_session` only outside a real job.
+    """
     install_log_redaction()
-    provider = setup_tracing(settings)
-    ledger = EvidenceLedger.from_settings(settings)
+    provider = setup_tracing(job_settings)
+    ledger = EvidenceLedger.from_settings(job_settings)
     await ledger.start()
 
     async def _shutdown(*_: object) -> None:
@@ -105,13 +112,18 @@ async def entrypoint(ctx: JobContext) -> None:
 
     ctx.add_shutdown_callback(_shutdown)
     await ctx.connect()
-    session_id = ctx.job.id
-    conversation = await start_conversation(
+    # When the session closes (the user left, or the voice model failed and the room was told), end the
+    # job too instead of idling in the room until livekit-server times the agent out.
+    return await start_conversation(
         ctx.room,
-        settings,
+        job_settings,
         vad=ctx.proc.userdata.get("vad"),
-        observers=[ledger_observer(ledger, room=ctx.room.name, session_id=session_id)],
+        observers=[ledger_observer(ledger, room=ctx.room.name, session_id=ctx.job.id)],
+        http_session=http_session,
+        on_end=lambda reason: ctx.shutdown(reason=reason),
     )
-    # When the user leaves, the session closes; end the job too instead of idling in the room until
-    # livekit-server times the agent out (which it reports as a failed job).
-    conversation.session.on("close", lambda _ev: ctx.shutdown(reason="conversation ended"))
+
+
+@server.rtc_session(agent_name=settings.agent_name)
+async def entrypoint(ctx: JobContext) -> None:
+    await run_job(ctx, settings)

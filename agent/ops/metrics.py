@@ -28,6 +28,7 @@ __all__ = [
     "BREAKER_HALF_OPEN",
     "BREAKER_OPEN",
     "ERROR_KINDS",
+    "MODEL_FAILURE_CAUSES",
     "TOOL_OUTCOMES",
     "ledger_dropped_total",
     "ledger_write_failures_total",
@@ -37,6 +38,7 @@ __all__ = [
     "mcp_requests_total",
     "mcp_timeouts_total",
     "mcp_tool_calls_total",
+    "model_failures_total",
     "release_process_gauges",
     "scrape_registry",
     "sessions_active",
@@ -51,6 +53,16 @@ logger = logging.getLogger("lexvoz.metrics")
 ERROR_KINDS: tuple[str, ...] = tuple(k for k in FAILURE_REASONS if k not in ("invalid_arguments", "contract"))
 TOOL_OUTCOMES: tuple[str, ...] = ("completed", "failed", "discarded", "duplicate")
 KNOWN_TOOLS: tuple[str, ...] = ("search_panama_law",)
+# Why a conversation lost its voice model (agent/voice/model_link.py classifies; kept in step by a test).
+MODEL_FAILURE_CAUSES: tuple[str, ...] = (
+    "invalid_key",
+    "forbidden",
+    "unknown_model",
+    "quota",
+    "unreachable",
+    "dropped",
+    "model_error",
+)
 
 BREAKER_CLOSED = 0
 BREAKER_OPEN = 1
@@ -75,6 +87,9 @@ mcp_circuit_breaker_state = Gauge(
     multiprocess_mode="livemax",
 )
 sessions_active = Gauge("voice_sessions_active", "Voice sessions currently running.", multiprocess_mode="livesum")
+model_failures_total = Counter(
+    "voice_model_failures", "Conversations that lost the voice model after the plugin's retries, by cause.", ["cause"]
+)
 ledger_write_failures_total = Counter(
     "voice_ledger_write_failures", "Failed attempts to write to the evidence ledger (each retry counts)."
 )
@@ -84,6 +99,8 @@ ledger_dropped_total = Counter(
 
 for _kind in ERROR_KINDS:
     mcp_request_errors_total.labels(kind=_kind)
+for _cause in MODEL_FAILURE_CAUSES:
+    model_failures_total.labels(cause=_cause)
 for _tool in KNOWN_TOOLS:
     for _outcome in TOOL_OUTCOMES:
         mcp_tool_calls_total.labels(tool=_tool, outcome=_outcome)
