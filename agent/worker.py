@@ -22,6 +22,7 @@ from agent.ops.redact import RedactingFilter
 from agent.ops.telemetry import setup_tracing, shutdown_tracing
 from agent.settings import Settings, SettingsError, get_settings
 from agent.voice.conversation import Conversation, start_conversation
+from agent.voice.model_link import install_framework_noise_filter
 from agent.voice.observers import ledger_observer
 
 logger = logging.getLogger("lexvoz.worker")
@@ -101,6 +102,7 @@ async def run_job(
     mocked room runs exactly the wiring production runs. `http_session` only outside a real job.
     """
     install_log_redaction()
+    install_framework_noise_filter()
     provider = setup_tracing(job_settings)
     ledger = EvidenceLedger.from_settings(job_settings)
     await ledger.start()

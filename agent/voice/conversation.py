@@ -134,38 +134,50 @@ class Conversation:
     ended: asyncio.Event = field(default_factory=asyncio.Event)
     end_reason: str | None = None
     _counted: bool = False
+    _finishing: bool = False
+    _on_end: Callable[[str], None] | None = None
 
     async def start(self, *, on_end: Callable[[str], None] | None = None) -> None:
-        """Join the session to the room. `on_end(reason)` runs once the session has closed and the room has
-        been told why (the worker ends its job there instead of idling in the room)."""
+        """Join the session to the room. `on_end(reason)` runs once, when the conversation is over and the
+        room has been told why (the worker ends its job there instead of idling in the room)."""
+        self._on_end = on_end
         with contextlib.suppress(Exception):
             await self.room.local_participant.set_attributes(
                 {MODE_ATTRIBUTE: "rehearsal" if self.settings.rehearsal else "live", **self.link.attributes()}
             )
-        self.session.on("close", lambda ev: self._on_close(ev, on_end))
+        self.session.on("close", self._on_close)
         await self.session.start(agent=self.agent, room=self.room, room_options=self.room_options)
         metrics.sessions_active.inc()
         self._counted = True
         self.warm_up = asyncio.create_task(_warm_up(self.gateway))
 
-    def _on_model_failure(self, _failure: ModelFailure) -> None:
+    def _on_model_failure(self, failure: ModelFailure) -> None:
         # A search running now can never be answered: cancel it and discard its evidence like a stale turn.
         self.research.new_user_turn()
+        # livekit-agents 1.8.9 closes the session on this error, but its close re-raises the realtime
+        # error before emitting "close"; so the end is driven from here, not only from the close event.
+        self._finish(f"voice model failed ({failure.cause})")
 
-    def _on_close(self, ev: CloseEvent, on_end: Callable[[str], None] | None) -> None:
+    def _on_close(self, ev: CloseEvent) -> None:
+        failure = self.link.failure
+        self._finish(f"voice model failed ({failure.cause})" if failure else ev.reason.value)
+
+    def _finish(self, reason: str) -> None:
+        if self._finishing:
+            return
+        self._finishing = True
         if self._counted:
             metrics.sessions_active.dec()
             self._counted = False
 
-        async def _finish() -> None:
-            await self.link.settled()
-            reason = f"voice model failed ({self.link.failure.cause})" if self.link.failure else ev.reason.value
+        async def _tell_then_end() -> None:
+            await self.link.settled()  # the room hears why before the agent leaves it
             self.end_reason = reason
             self.ended.set()
-            if on_end is not None:
-                on_end(reason)
+            if self._on_end is not None:
+                self._on_end(reason)
 
-        task = asyncio.get_running_loop().create_task(_finish())
+        task = asyncio.get_running_loop().create_task(_tell_then_end())
         _background.add(task)
         task.add_done_callback(_background.discard)
 

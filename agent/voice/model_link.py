@@ -22,7 +22,7 @@ from typing import Any, Literal, Protocol
 from urllib.parse import urlsplit
 
 import aiohttp
-from livekit.agents import APIConnectionError, APIStatusError, llm
+from livekit.agents import APIConnectionError, APIError, APIStatusError, llm
 
 from agent.ops import metrics
 
@@ -228,3 +228,41 @@ class ModelLink:
         pending = list(self._writes)
         if pending:
             await asyncio.wait(pending, timeout=SETTLE_TIMEOUT_S)
+
+
+class FrameworkNoiseFilter(logging.Filter):
+    """One failure, one error line: ours, which names the cause and the setting.
+
+    livekit-agents reports a dead Realtime connection up to six more times (each retry with a traceback,
+    the connection task, the failed close, and asyncio's "Task exception was never retrieved" for that
+    close). Those records stay, as one-line warnings: the traceback of an `APIError` says nothing the
+    cause line does not, and an ERROR for the same event would page someone twice.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        explained = exc is not None and any(isinstance(e, APIError) for e in _chain(exc))
+        if not explained and record.levelno >= logging.ERROR and record.exc_info is None:
+            message = record.getMessage()
+            explained = message.startswith(_CLOSING_PREFIX) and "Realtime API" in message
+        if explained:
+            if exc is not None:
+                record.msg = f"{record.getMessage()}: {type(exc).__name__}: {exc}"
+                record.args = None
+            record.exc_info = None
+            record.exc_text = None
+            if record.levelno > logging.WARNING:
+                record.levelno, record.levelname = logging.WARNING, "WARNING"
+        return True
+
+
+_CLOSING_PREFIX = "AgentSession is closing due to unrecoverable error"
+_NOISE_FILTER = FrameworkNoiseFilter()
+
+
+def install_framework_noise_filter() -> None:
+    """Idempotent; the loggers livekit-agents and asyncio report a dead Realtime connection on."""
+    for name in ("livekit.agents", "asyncio"):
+        log = logging.getLogger(name)
+        if _NOISE_FILTER not in log.filters:
+            log.addFilter(_NOISE_FILTER)
