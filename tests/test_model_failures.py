@@ -141,7 +141,13 @@ async def test_a_refused_handshake_is_told_to_the_room_before_the_agent_leaves(
     assert f"HTTP {status}" in lines[0].getMessage()
     assert SECRET_KEY not in caplog.text
     # the framework's own reports of the same failure stay, as one-line warnings without tracebacks
-    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == [lines[0].getMessage()]
+    # (other tests' leftover tasks may be collected meanwhile: only this failure's records count)
+    errors = [
+        r.getMessage()
+        for r in caplog.records
+        if r.levelno >= logging.ERROR and (r.name.startswith(("lexvoz", "livekit")) or "Realtime API" in r.getMessage())
+    ]
+    assert errors == [lines[0].getMessage()]
     assert not [r for r in caplog.records if r.exc_info and r.name in ("livekit.agents", "asyncio")]
     assert failures(cause) == before + 1
 
