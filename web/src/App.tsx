@@ -28,6 +28,7 @@ import {
 import { useCallback, useEffect, useMemo, useReducer, useRef, useState, type FormEvent } from 'react';
 
 import { AGENT_TIMEOUT_MESSAGE, useAgentJoinTimeout } from './agentTimeout';
+import { watchModelFailure, withModelLink } from './failures';
 import { agentStateLabel, displayAgentState, MODE_ATTRIBUTE } from './labels';
 import {
   initialResearchState,
@@ -169,11 +170,21 @@ export function App() {
       return;
     }
     const room = new Room({ adaptiveStream: true, dynacast: true });
-    detachResearch.current = attachResearch(room, dispatch);
+    const detachResearchOnly = attachResearch(room, dispatch);
+    // The agent lost its voice model: say why, and give the Start button back.
+    const detachFailure = watchModelFailure(room, (message) => {
+      if (generation.current !== gen) return;
+      setError(message);
+      endSession(room);
+    });
+    detachResearch.current = () => {
+      detachResearchOnly();
+      detachFailure();
+    };
     setSession({ generation: gen, room, url: info.url, token: info.token });
     setPhase('active');
     void publishMicrophone(room, gen, pendingMic);
-  }, [publishMicrophone]);
+  }, [publishMicrophone, endSession]);
 
   const stop = useCallback(() => endSession(session?.room), [endSession, session]);
 
@@ -285,7 +296,7 @@ export function App() {
  */
 function SessionView({ connected }: { connected: boolean }) {
   const { state: rawState, agent, audioTrack, agentAttributes } = useVoiceAssistant();
-  const state = displayAgentState(rawState, connected);
+  const state = withModelLink(displayAgentState(rawState, connected), agentAttributes);
   const agentTimedOut = useAgentJoinTimeout(connected, agent !== undefined);
   const transcriptions = useTranscriptions();
   const { send, chatMessages, isSending } = useChat();
