@@ -53,6 +53,35 @@ def _multiproc_dir() -> str | None:
     return os.environ.get("PROMETHEUS_MULTIPROC_DIR") or str(Path(tempfile.gettempdir()) / "lexvoz-prometheus")
 
 
+class ShutdownNoiseFilter(logging.Filter):
+    """A normal stop must not log errors.
+
+    Once the worker is shutting down, livekit-agents kills any idle job process that has not finished
+    its warm-up (Silero, imports: over 10 s on a busy small host) with SIGUSR1 and reports the exit
+    code -10 at ERROR. That is its own planned kill, not a fault: after "shutting down worker" the record
+    is kept as a warning.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.shutting_down = False
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        if message in ("draining worker", "shutting down worker"):
+            self.shutting_down = True
+        elif self.shutting_down and record.levelno >= logging.ERROR and message == PLANNED_KILL_MESSAGE:
+            record.msg = f"{message} (an idle process stopped during shutdown)"
+            record.args = None
+            record.levelno, record.levelname = logging.WARNING, "WARNING"
+        return True
+
+
+PLANNED_KILL_MESSAGE = "process exited with non-zero exit code -10"
+if not any(isinstance(f, ShutdownNoiseFilter) for f in logging.getLogger("livekit.agents").filters):
+    logging.getLogger("livekit.agents").addFilter(ShutdownNoiseFilter())
+
+
 def install_log_redaction() -> None:
     """Mask personal data in every record any library logs, whatever handler the CLI installed."""
     for handler in logging.getLogger().handlers:

@@ -1,6 +1,7 @@
 """A Realtime endpoint that fails the way the real one does, for driving the real plugin into each fault.
 
-Two behaviours, switchable while running:
+Two behaviours, switchable while running (`GET /v1/models/{model}` follows the same refusal, for the
+doctor's key check):
 - refuse every WebSocket handshake with an HTTP status and an OpenAI-shaped error body (401 bad key,
   403 no access, 404 unknown model, 429 quota, 503 overloaded), counting the attempts;
 - forward each connection to an upstream Realtime server (the local stand-in) until `drop()`, which
@@ -39,10 +40,11 @@ ERROR_BODIES: dict[int, dict[str, Any]] = {
 class FakeRealtimeEndpoint:
     """`base_url` goes into OPENAI_BASE_URL; `handshakes` counts every connection attempt."""
 
-    def __init__(self, *, refuse: int | None = None, upstream: str | None = None) -> None:
-        if refuse is None and upstream is None:
-            raise ValueError("give an HTTP status to refuse with, or an upstream to forward to")
+    def __init__(
+        self, *, refuse: int | None = None, upstream: str | None = None, models: tuple[str, ...] = ("gpt-realtime",)
+    ) -> None:
         self.refuse = refuse
+        self.models = models
         self.upstream = upstream
         self.handshakes = 0
         self.forwarded = 0
@@ -61,6 +63,7 @@ class FakeRealtimeEndpoint:
     async def __aenter__(self) -> FakeRealtimeEndpoint:
         app = web.Application()
         app.router.add_get("/v1/realtime", self._handshake)
+        app.router.add_get("/v1/models/{model}", self._model)
         self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
@@ -93,6 +96,14 @@ class FakeRealtimeEndpoint:
         self._changed.set()
         self._changed = asyncio.Event()
 
+    async def _model(self, request: web.Request) -> web.Response:
+        """`GET /v1/models/{model}` as OpenAI answers it: the refusal status, 404 for an unknown model."""
+        status = self.refuse or (200 if request.match_info["model"] in self.models else 404)
+        if status == 200:
+            return web.json_response({"id": request.match_info["model"], "object": "model"})
+        body = ERROR_BODIES.get(status, {"message": "error", "type": "server_error", "code": None})
+        return web.json_response({"error": body}, status=status)
+
     async def _handshake(self, request: web.Request) -> web.StreamResponse:
         self.handshakes += 1
         self._notify()
@@ -102,7 +113,8 @@ class FakeRealtimeEndpoint:
         return await self._forward(request)
 
     async def _forward(self, request: web.Request) -> web.StreamResponse:
-        assert self.upstream is not None and self._http is not None
+        if self.upstream is None or self._http is None:
+            return web.json_response({"error": ERROR_BODIES[503]}, status=503)
         url = self.upstream.replace("http://", "ws://").rstrip("/") + "/realtime?" + request.query_string
         headers = {"Authorization": request.headers.get("Authorization", "")}
         upstream = await self._http.ws_connect(url, headers=headers, max_msg_size=16 * 1024 * 1024)

@@ -157,3 +157,25 @@ async def test_the_job_runs_the_production_wiring_with_a_room(
 
 def _counter(name: str, labels: dict[str, str]) -> float:
     return REGISTRY.get_sample_value(name, labels) or 0.0
+
+
+def test_the_planned_kill_of_idle_processes_at_shutdown_is_not_an_error(worker) -> None:
+    log = logging.getLogger("livekit.agents")
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler()
+    handler.emit = records.append  # type: ignore[method-assign]
+    log.addHandler(handler)
+    noise = worker.ShutdownNoiseFilter()
+    log.addFilter(noise)
+    level = log.level
+    log.setLevel(logging.INFO)  # as the livekit CLI runs it
+    try:
+        log.error("process exited with non-zero exit code -10")  # a crash while running: stays an error
+        log.info("shutting down worker")
+        log.error("process exited with non-zero exit code -10")  # the worker's own kill while stopping
+        log.error("process exited with non-zero exit code 1")
+    finally:
+        log.setLevel(level)
+        log.removeFilter(noise)
+        log.removeHandler(handler)
+    assert [r.levelname for r in records] == ["ERROR", "INFO", "WARNING", "ERROR"]
