@@ -141,14 +141,15 @@ async def test_a_refused_handshake_is_told_to_the_room_before_the_agent_leaves(
     assert f"HTTP {status}" in lines[0].getMessage()
     assert SECRET_KEY not in caplog.text
     # the framework's own reports of the same failure stay, as one-line warnings without tracebacks
-    # (other tests' leftover tasks may be collected meanwhile: only this failure's records count)
+    # (tasks an earlier test's crashed framework close left behind may be collected meanwhile and log
+    # their own errors: only this failure's records count)
     errors = [
         r.getMessage()
         for r in caplog.records
-        if r.levelno >= logging.ERROR and (r.name.startswith(("lexvoz", "livekit")) or "Realtime API" in r.getMessage())
+        if r.levelno >= logging.ERROR and (r.name.startswith("lexvoz") or "Realtime API" in r.getMessage())
     ]
     assert errors == [lines[0].getMessage()]
-    assert not [r for r in caplog.records if r.exc_info and r.name in ("livekit.agents", "asyncio")]
+    assert not [r for r in caplog.records if r.exc_info and isinstance(r.exc_info[1], APIError)]
     assert failures(cause) == before + 1
 
 

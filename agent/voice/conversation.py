@@ -127,7 +127,7 @@ class Conversation:
     model: LexvozRealtimeModel
     research: ResearchSession
     agent: LexvozAgent
-    session: AgentSession
+    session: AgentSession[None]
     room_options: RoomOptions
     link: ModelLink
     warm_up: asyncio.Task[None] | None = None
@@ -204,7 +204,7 @@ def build_conversation(
         observers=[count_tool_call, *(observers or [])],
     )
     model = build_realtime_model(settings, http_session=http_session)
-    session: AgentSession = AgentSession(llm=model, vad=vad)
+    session: AgentSession[None] = AgentSession(llm=model, vad=vad)
     agent = LexvozAgent(research, greet=greet)
     room_options = RoomOptions(text_input=TextInputOptions(text_input_cb=make_text_input_cb(agent)))
     link = ModelLink(room.local_participant, endpoint=realtime_endpoint(settings))

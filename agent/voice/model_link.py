@@ -152,7 +152,7 @@ class ModelLink:
         self._reconnect_logged = False
 
     def attributes(self) -> dict[str, str]:
-        attrs = {MODEL_ATTRIBUTE: self.state}
+        attrs: dict[str, str] = {MODEL_ATTRIBUTE: self.state}
         if self.failure is not None:
             attrs[FAILURE_ATTRIBUTE] = self.failure.cause
         return attrs
