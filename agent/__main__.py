@@ -3,6 +3,7 @@
 - `dev` / `start`: the LiveKit worker (same as `python -m livekit.agents start agent/worker.py [--dev]`)
 - `web`: the token and page service
 - `mcp-check URL`: check any MCP server against the search_panama_law contract
+- `doctor`: check a deployment (LiveKit, dispatch, OpenAI key, MCP server, ledger, page build)
 - `ledger show --room ROOM`: what was researched and shown in a room
 - `run`: the whole local stack (livekit-server, search server, page service, worker)
 - `livekit-server`: find or build the livekit-server binary and print its path
@@ -42,6 +43,10 @@ def main(argv: list[str] | None = None) -> int:
         from agent.mcp.check import main as check_main
 
         return check_main(rest)
+    if command == "doctor":
+        from agent.doctor import main as doctor_main
+
+        return doctor_main(rest)
     if command == "ledger":
         from agent.ops.ledger_show import ledger_main
 

@@ -12,6 +12,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+import aiohttp
 from livekit.agents import AgentServer, JobContext, JobProcess
 from livekit.plugins import silero
 
@@ -20,7 +21,8 @@ from agent.ops.ledger import EvidenceLedger
 from agent.ops.redact import RedactingFilter
 from agent.ops.telemetry import setup_tracing, shutdown_tracing
 from agent.settings import Settings, SettingsError, get_settings
-from agent.voice.conversation import close_shared_gateway, start_conversation
+from agent.voice.conversation import Conversation, close_shared_gateway, start_conversation
+from agent.voice.model_link import install_framework_noise_filter
 from agent.voice.observers import ledger_observer
 
 logger = logging.getLogger("lexvoz.worker")
@@ -49,6 +51,35 @@ def _multiproc_dir() -> str | None:
     if settings.prometheus_port is None:
         return None
     return os.environ.get("PROMETHEUS_MULTIPROC_DIR") or str(Path(tempfile.gettempdir()) / "lexvoz-prometheus")
+
+
+class ShutdownNoiseFilter(logging.Filter):
+    """A normal stop must not log errors.
+
+    Once the worker is shutting down, livekit-agents kills any idle job process that has not finished
+    its warm-up (Silero, imports: over 10 s on a busy small host) with SIGUSR1 and reports the exit
+    code -10 at ERROR. That is its own planned kill, not a fault: after "shutting down worker" the record
+    is kept as a warning.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.shutting_down = False
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        if message in ("draining worker", "shutting down worker"):
+            self.shutting_down = True
+        elif self.shutting_down and record.levelno >= logging.ERROR and message == PLANNED_KILL_MESSAGE:
+            record.msg = f"{message} (an idle process stopped during shutdown)"
+            record.args = None
+            record.levelno, record.levelname = logging.WARNING, "WARNING"
+        return True
+
+
+PLANNED_KILL_MESSAGE = "process exited with non-zero exit code -10"
+if not any(isinstance(f, ShutdownNoiseFilter) for f in logging.getLogger("livekit.agents").filters):
+    logging.getLogger("livekit.agents").addFilter(ShutdownNoiseFilter())
 
 
 def install_log_redaction() -> None:
@@ -91,11 +122,18 @@ server = AgentServer(
 )
 
 
-@server.rtc_session(agent_name=settings.agent_name)
-async def entrypoint(ctx: JobContext) -> None:
+async def run_job(
+    ctx: JobContext, job_settings: Settings, *, http_session: aiohttp.ClientSession | None = None
+) -> Conversation:
+    """The whole body of a job: tracing, the ledger, the conversation and how the job ends.
+
+    The entrypoint calls this and nothing else, so a test that runs it with a fake job context and a
+    mocked room runs exactly the wiring production runs. `http_session` only outside a real job.
+    """
     install_log_redaction()
-    provider = setup_tracing(settings)
-    ledger = EvidenceLedger.from_settings(settings)
+    install_framework_noise_filter()
+    provider = setup_tracing(job_settings)
+    ledger = EvidenceLedger.from_settings(job_settings)
     await ledger.start()
 
     async def _shutdown(*_: object) -> None:
@@ -106,13 +144,18 @@ async def entrypoint(ctx: JobContext) -> None:
 
     ctx.add_shutdown_callback(_shutdown)
     await ctx.connect()
-    session_id = ctx.job.id
-    conversation = await start_conversation(
+    # When the session closes (the user left, or the voice model failed and the room was told), end the
+    # job too instead of idling in the room until livekit-server times the agent out.
+    return await start_conversation(
         ctx.room,
-        settings,
+        job_settings,
         vad=ctx.proc.userdata.get("vad"),
-        observers=[ledger_observer(ledger, room=ctx.room.name, session_id=session_id)],
+        observers=[ledger_observer(ledger, room=ctx.room.name, session_id=ctx.job.id)],
+        http_session=http_session,
+        on_end=lambda reason: ctx.shutdown(reason=reason),
     )
-    # When the user leaves, the session closes; end the job too instead of idling in the room until
-    # livekit-server times the agent out (which it reports as a failed job).
-    conversation.session.on("close", lambda _ev: ctx.shutdown(reason="conversation ended"))
+
+
+@server.rtc_session(agent_name=settings.agent_name)
+async def entrypoint(ctx: JobContext) -> None:
+    await run_job(ctx, settings)

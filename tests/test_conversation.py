@@ -1,8 +1,9 @@
 """The real agent, the real OpenAI Realtime plugin and the real gateway, end to end without LiveKit.
 
-The plugin talks to the local Realtime stand-in through `base_url`; the tool goes through the gateway
-to a real `mcp` SDK server over HTTP; the room is replaced by a participant that records what
-`publish_data` would have sent.
+The conversation is built by `build_conversation`, the function the worker uses, and started on an
+autospec'd room inside a fake job context. The plugin talks to the local Realtime stand-in through
+`base_url`; the tool goes through the gateway to a real `mcp` SDK server over HTTP; the room's mocks
+record what reached it.
 """
 
 from __future__ import annotations
@@ -14,22 +15,17 @@ from typing import Any
 
 import aiohttp
 import pytest
-from livekit.agents import AgentSession
 from livekit.agents.voice.events import FunctionToolsExecutedEvent
-from livekit.agents.voice.room_io import TextInputEvent
-from livekit.plugins import openai
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from agent.mcp.gateway import GatewayOptions, McpGateway
 from agent.ops.telemetry import setup_tracing
 from agent.settings import Settings
-from agent.voice.assistant import LexvozAgent, make_text_input_cb
-from agent.voice.conversation import build_realtime_model
-from agent.voice.evidence import EvidencePublisher
-from agent.voice.research import DISCARDED_OUTPUT, ResearchSession
+from agent.voice.conversation import build_conversation
+from agent.voice.research import DISCARDED_OUTPUT
 from realtime_standin import GREETING, RealtimeStandIn
-from tests.fakes import RecordingParticipant
+from tests.job_double import USER_IDENTITY, TextReader, chat_handler, fake_job, messages, mocked_room
 from tests.mcp_fixture import FakeMcpServer, synthetic_source
 
 
@@ -45,39 +41,51 @@ def mcp(server: FakeMcpServer) -> FakeMcpServer:
     return server
 
 
-def realtime_model(standin: RealtimeStandIn, http: aiohttp.ClientSession) -> openai.realtime.RealtimeModel:
-    """Exactly the worker's model (semantic VAD, Spanish transcription), aimed at the stand-in."""
-    settings = Settings(OPENAI_API_KEY="test", OPENAI_BASE_URL=standin.base_url)
-    return build_realtime_model(settings, http_session=http)
+def conversation_settings(standin: RealtimeStandIn) -> Settings:
+    return Settings(OPENAI_API_KEY="test", OPENAI_BASE_URL=standin.base_url, LEXVOZ_REHEARSAL=False)
 
 
 class Rig:
+    """`build_conversation` (the worker's own wiring) joined to a mocked room inside a fake job."""
+
     def __init__(self, url: str, standin: RealtimeStandIn, http: aiohttp.ClientSession, *, greet: bool) -> None:
         self.gateway = McpGateway(GatewayOptions(url=url, call_timeout_s=8, connect_timeout_s=2, retry_delay_s=0.01))
-        self.room = RecordingParticipant()
-        self.research = ResearchSession(self.gateway, EvidencePublisher(self.room))
-        self.agent = LexvozAgent(self.research, greet=greet)
-        self.session: AgentSession[Any] = AgentSession(llm=realtime_model(standin, http))
+        self.room = mocked_room()
+        self.conversation = build_conversation(
+            self.room, conversation_settings(standin), gateway=self.gateway, greet=greet, http_session=http
+        )
+        self.research = self.conversation.research
+        self.agent = self.conversation.agent
+        self.session = self.conversation.session
         self.standin = standin
         self.executed: asyncio.Queue[FunctionToolsExecutedEvent] = asyncio.Queue()
         self.session.on("function_tools_executed", self.executed.put_nowait)
+        self._job = fake_job(self.room)
 
     async def tools_executed(self) -> FunctionToolsExecutedEvent:
         """The framework's own account of a finished tool step: its outputs and whether they want a reply."""
         return await asyncio.wait_for(self.executed.get(), 10)
 
     async def __aenter__(self) -> Rig:
-        await self.session.start(self.agent)
+        self._job.__enter__()
+        await self.conversation.start()
         # the plugin sends its tools in the third session.update: only then is a turn answerable
         await self.standin.wait_for_client_event("session.update", after=2, timeout=10)
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        await self.session.aclose()
-        await self.gateway.aclose()
+        try:
+            await self.session.aclose()
+            await self.gateway.aclose()
+        finally:
+            self._job.__exit__(None, None, None)
+
+    @property
+    def messages(self) -> list[dict[str, Any]]:
+        return messages(self.room)
 
     def types(self) -> list[str]:
-        return [m["type"] for m in self.room.messages]
+        return [m["type"] for m in self.messages]
 
 
 def outputs_on_wire(standin: RealtimeStandIn) -> list[dict[str, Any]]:
@@ -127,7 +135,7 @@ async def test_user_turn_runs_the_tool_through_the_gateway(
 
     assert mcp.queries == ["¿qué dice la ley sintética sobre pruebas?"]
     assert rig.types() == ["started", "completed"]
-    started, completed = rig.room.messages
+    started, completed = rig.messages
     assert started["call_id"] == completed["call_id"] == call["call_id"]
     assert started["turn"] == completed["turn"] == 1  # the speech_started of the turn advanced the counter
     assert completed["sources"] == [synthetic_source(1), synthetic_source(2)]
@@ -163,15 +171,14 @@ async def test_greeting_works_while_the_mcp_server_is_down(
         assert done["transcript"] == GREETING
         response = await standin.wait_for_server_event("response.done", timeout=10)
         assert response["response"]["status"] == "completed"
-    assert rig.room.messages == []
+    assert rig.messages == []
 
 
 async def test_typed_chat_is_a_new_turn_and_is_researched(
     standin: RealtimeStandIn, http: aiohttp.ClientSession, mcp: FakeMcpServer
 ) -> None:
     async with Rig(mcp.url, standin, http, greet=False) as rig:
-        callback = make_text_input_cb(rig.agent)
-        await callback(rig.session, TextInputEvent(text="pregunta escrita"))
+        chat_handler(rig.room)(TextReader("pregunta escrita"), USER_IDENTITY)  # as the room delivers lk.chat
         await standin.wait_for_client_event(
             "conversation.item.create", lambda e: e["item"]["type"] == "function_call_output", timeout=10
         )
@@ -181,7 +188,7 @@ async def test_typed_chat_is_a_new_turn_and_is_researched(
             await asyncio.sleep(0.05)
     assert rig.research.turns.current == 1
     assert rig.types() == ["started", "completed"]
-    assert rig.room.messages[0]["query"] == "pregunta escrita"
+    assert rig.messages[0]["query"] == "pregunta escrita"
 
 
 async def test_repeated_call_id_runs_one_search(
@@ -228,7 +235,7 @@ async def test_a_call_dropped_by_the_framework_is_still_answered(
         assert standin.response_create_count == creates_before
         assert rig.executed.empty()  # the framework never ran this call, so nothing of its asks for a reply
     assert mcp.tool_calls_started == 0
-    assert rig.room.messages == []
+    assert rig.messages == []
 
 
 async def test_tool_span_sits_inside_livekit_turn_spans(

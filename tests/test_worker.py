@@ -1,15 +1,36 @@
-"""The worker module: load reporting and log redaction wiring."""
+"""The worker module: load reporting, log redaction, and the job's wiring run against a mocked room."""
 
 from __future__ import annotations
 
 import importlib
+import inspect
 import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
+import aiohttp
 import pytest
+from prometheus_client import REGISTRY
 
+from agent.ops.ledger_show import read_room
 from agent.ops.redact import RedactingFilter
-from agent.settings import get_settings
+from agent.settings import Settings, get_settings
+from agent.voice.conversation import close_shared_gateway
+from realtime_standin import RealtimeStandIn
+from tests.job_double import (
+    USER_IDENTITY,
+    TextReader,
+    chat_handler,
+    fake_job,
+    latest_attributes,
+    messages,
+    mocked_room,
+    until,
+)
+from tests.mcp_fixture import FakeMcpServer, synthetic_source
 
 
 @pytest.fixture
@@ -41,3 +62,120 @@ def test_log_redaction_is_installed_once_on_every_root_handler(worker) -> None:
         assert sum(isinstance(f, RedactingFilter) for f in handler.filters) == 1
     finally:
         root.removeHandler(handler)
+
+
+# -- the job's wiring, as the worker runs it ------------------------------------------------------
+
+
+@pytest.fixture
+async def standin() -> AsyncIterator[RealtimeStandIn]:
+    async with RealtimeStandIn(speed=50.0, ms_per_char=5) as s:
+        yield s
+
+
+@pytest.fixture
+async def http() -> AsyncIterator[aiohttp.ClientSession]:
+    async with aiohttp.ClientSession() as session:
+        yield session
+
+
+@pytest.fixture
+async def mcp() -> AsyncIterator[FakeMcpServer]:
+    srv = FakeMcpServer()
+    srv.behaviour.results = [synthetic_source(1)]
+    async with srv.running():
+        yield srv
+
+
+def job_settings(realtime_base_url: str, mcp_url: str, tmp_path: Path) -> Settings:
+    return Settings(
+        OPENAI_API_KEY="test-key",
+        OPENAI_BASE_URL=realtime_base_url,
+        LEXVOZ_REHEARSAL=False,
+        LEXVOZ_MCP_URL=mcp_url,
+        LEXVOZ_MCP_RETRY_DELAY_S=0.01,
+        LEXVOZ_LEDGER_PATH=tmp_path / "ledger.sqlite3",
+    )
+
+
+@asynccontextmanager
+async def running_job(worker: Any, settings: Settings, http: aiohttp.ClientSession) -> AsyncIterator[tuple[Any, Any]]:
+    """`worker.run_job` (the entrypoint's whole body) against a mocked room; cleans up like the job does."""
+    room = mocked_room()
+    await close_shared_gateway()
+    with fake_job(room) as job:
+        conversation = await worker.run_job(job.ctx, settings, http_session=http)
+        try:
+            yield conversation, job
+        finally:
+            await conversation.session.aclose()
+            await job.run_shutdown_callbacks()
+            await close_shared_gateway()
+
+
+async def test_the_entrypoint_is_run_job_and_nothing_else(worker) -> None:
+    """The test below drives `run_job`; it only proves the production wiring if the entrypoint is that call."""
+    source = inspect.getsource(worker.entrypoint)
+    body = [line.strip() for line in source.splitlines() if line.strip() and not line.strip().startswith(("@", "#"))]
+    assert body[1:] == ["await run_job(ctx, settings)"], body
+
+
+async def test_the_job_runs_the_production_wiring_with_a_room(
+    worker, standin: RealtimeStandIn, http: aiohttp.ClientSession, mcp: FakeMcpServer, tmp_path: Path
+) -> None:
+    settings = job_settings(standin.base_url, mcp.url, tmp_path)
+    completed_before = _counter("voice_mcp_tool_calls_total", {"tool": "search_panama_law", "outcome": "completed"})
+    async with running_job(worker, settings, http) as (conversation, job):
+        room = conversation.room
+        # the model: the plugin aimed at the configured endpoint, configured as the product specifies
+        await standin.wait_for_client_event("session.update", after=2, timeout=10)
+        session = standin.connection.session
+        assert session["audio"]["input"]["turn_detection"]["eagerness"] == "low"
+        assert session["audio"]["input"]["transcription"]["language"] == "es"
+        assert [t["name"] for t in session["tools"]] == ["search_panama_law"]
+        # the room hears the mode and that a model is connected
+        await until(room, lambda: latest_attributes(room).get("lexvoz.model") == "connected")
+        assert latest_attributes(room)["lexvoz.mode"] == "live"
+        # typed input, exactly as the room delivers it: the text-input callback makes it a new turn
+        chat_handler(room)(TextReader("pregunta escrita"), USER_IDENTITY)
+        await standin.wait_for_client_event(
+            "conversation.item.create", lambda e: e["item"]["type"] == "function_call_output", timeout=10
+        )
+        await until(room, lambda: [m["type"] for m in messages(room)] == ["started", "completed"])
+        assert conversation.research.turns.current == 1
+        assert messages(room)[0]["turn"] == 1 and messages(room)[0]["query"] == "pregunta escrita"
+        assert mcp.queries == ["pregunta escrita"]
+    # the observers: the metrics counter and the ledger both saw the call
+    assert _counter("voice_mcp_tool_calls_total", {"tool": "search_panama_law", "outcome": "completed"}) == (
+        completed_before + 1
+    )
+    rows = read_room(settings.ledger_path, room.name)
+    assert [(r["outcome"], r["turn"]) for r in rows] == [("completed", 1)], rows
+    # the session closing ends the job
+    assert len(job.shutdown_reasons) == 1
+
+
+def _counter(name: str, labels: dict[str, str]) -> float:
+    return REGISTRY.get_sample_value(name, labels) or 0.0
+
+
+def test_the_planned_kill_of_idle_processes_at_shutdown_is_not_an_error(worker) -> None:
+    log = logging.getLogger("livekit.agents")
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler()
+    handler.emit = records.append  # type: ignore[method-assign]
+    log.addHandler(handler)
+    noise = worker.ShutdownNoiseFilter()
+    log.addFilter(noise)
+    level = log.level
+    log.setLevel(logging.INFO)  # as the livekit CLI runs it
+    try:
+        log.error("process exited with non-zero exit code -10")  # a crash while running: stays an error
+        log.info("shutting down worker")
+        log.error("process exited with non-zero exit code -10")  # the worker's own kill while stopping
+        log.error("process exited with non-zero exit code 1")
+    finally:
+        log.setLevel(level)
+        log.removeFilter(noise)
+        log.removeHandler(handler)
+    assert [r.levelname for r in records] == ["ERROR", "INFO", "WARNING", "ERROR"]

@@ -159,6 +159,14 @@ class Stack:
         self._spawn("web", ["-m", "agent", "web", "--port", str(self.opts.web_port)], self.common_env())
         self._wait(f"http://127.0.0.1:{self.opts.web_port}/healthz", "web", timeout=30)
 
+    def run_doctor(self) -> tuple[int, str]:
+        """`python -m agent doctor` with exactly the worker's environment; its exit code and table."""
+        env = {**self.common_env(), **self.opts.worker_env}
+        done = subprocess.run(
+            [sys.executable, "-m", "agent", "doctor"], env=env, capture_output=True, text=True, timeout=180
+        )
+        return done.returncode, (done.stdout + done.stderr).strip()
+
     def start_worker(self) -> None:
         env = {**self.common_env(), **self.opts.worker_env}
         child = self._spawn("worker", ["-m", "agent", "start", *self.opts.worker_args], env)
@@ -199,30 +207,47 @@ class Stack:
         self.stop()
 
 
-def _terminate(proc: subprocess.Popen[bytes], timeout: float = 10, *, term_twice: bool = False) -> None:
-    if proc.poll() is not None:
-        return
-    _signal(proc, signal.SIGTERM)
-    if term_twice:
+def _terminate(proc: subprocess.Popen[bytes], timeout: float = 15, *, term_twice: bool = False) -> None:
+    """Stop a child the way its own shutdown expects, then make sure nothing of its group is left.
+
+    The signal goes to the child alone, not its process group: the worker's multiprocessing forkserver
+    and idle job processes share that group, and killing them under a worker that is still starting
+    them is what made a normal Ctrl-C log "Task exception was never retrieved ... EOFError" at ERROR.
+    The worker closes its own job processes; whatever still lives in the group afterwards is killed.
+    """
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        if term_twice:
+            try:
+                proc.wait(0.3)
+            except subprocess.TimeoutExpired:
+                proc.send_signal(signal.SIGTERM)
         try:
-            proc.wait(0.3)
+            proc.wait(timeout)
         except subprocess.TimeoutExpired:
-            _signal(proc, signal.SIGTERM)
-    try:
-        proc.wait(timeout)
-    except subprocess.TimeoutExpired:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            proc.kill()
-        proc.wait(5)
+            _signal_group(proc.pid, signal.SIGKILL)
+            proc.wait(5)
+    _reap_group(proc.pid)
 
 
-def _signal(proc: subprocess.Popen[bytes], sig: int) -> None:
+def _signal_group(pgid: int, sig: int) -> bool:
     try:
-        os.killpg(proc.pid, sig)
+        os.killpg(pgid, sig)
     except (ProcessLookupError, PermissionError):
-        proc.send_signal(sig)
+        return False
+    return True
+
+
+def _reap_group(pgid: int, grace_s: float = 5.0) -> None:
+    """SIGTERM, then SIGKILL, whatever is left in the child's process group (started with a new session)."""
+    if not _signal_group(pgid, signal.SIGTERM):
+        return
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline:
+        if not _signal_group(pgid, 0):
+            return
+        time.sleep(0.1)
+    _signal_group(pgid, signal.SIGKILL)
 
 
 def _wait_for_text(path: Path, needle: str, proc: subprocess.Popen[bytes], *, timeout: float) -> None:
@@ -252,8 +277,23 @@ def main(argv: list[str] | None = None) -> int:
         help="a local copy of the Constitution JSON to index (default: download the pinned file)",
     )
     p.add_argument("--web-port", type=int, default=int(os.environ.get("LEXVOZ_WEB_PORT", "8080")))
+    p.add_argument("--livekit-port", type=int, default=7880)
+    p.add_argument("--search-port", type=int, default=8765)
+    p.add_argument("--standin-port", type=int, default=8790)
+    p.add_argument("--data-dir", type=Path, default=Path("data"))
+    p.add_argument("--log-dir", type=Path, default=Path("var/log"))
     args = p.parse_args(argv)
-    stack = Stack(StackOptions(source=args.source, web_port=args.web_port))
+    options = StackOptions(
+        source=args.source,
+        web_port=args.web_port,
+        livekit_port=args.livekit_port,
+        search_port=args.search_port,
+        standin_port=args.standin_port,
+        data_dir=args.data_dir,
+        log_dir=args.log_dir,
+        start_worker=False,  # the doctor checks the deployment first
+    )
+    stack = Stack(options)
     if stack.rehearsal:
         print(
             "OPENAI_API_KEY no está definido: se inicia el MODO DE ENSAYO con el simulador local del protocolo "
@@ -265,10 +305,19 @@ def main(argv: list[str] | None = None) -> int:
     _install_signal_handlers(stop.set)
     try:
         stack.start()
+        code, table = stack.run_doctor()
+        print(table, flush=True)
+        if code != 0:
+            print("lexvoz: the doctor found problems (above); fix them and run again.", file=sys.stderr)
+            stack.stop()
+            return 1
+        stack.start_worker()
     except livekit_server.LiveKitServerMissing as exc:
+        stack.stop()
         print(f"lexvoz: {exc}", file=sys.stderr)
         return 1
-    except (RuntimeError, TimeoutError) as exc:
+    except (RuntimeError, TimeoutError, subprocess.TimeoutExpired) as exc:
+        stack.stop()
         print(f"lexvoz: {exc}", file=sys.stderr)
         return 1
     print(

@@ -27,6 +27,7 @@ __all__ = [
     "BREAKER_CLOSED",
     "BREAKER_HALF_OPEN",
     "BREAKER_OPEN",
+    "MODEL_FAILURE_CAUSES",
     "ledger_dropped_total",
     "ledger_write_failures_total",
     "mcp_circuit_breaker_state",
@@ -38,6 +39,7 @@ __all__ = [
     "mcp_requests_total",
     "mcp_timeouts_total",
     "mcp_tool_calls_total",
+    "model_failures_total",
     "release_process_gauges",
     "scrape_registry",
     "sessions_active",
@@ -48,6 +50,16 @@ __all__ = [
 logger = logging.getLogger("lexvoz.metrics")
 
 KNOWN_TOOLS: tuple[str, ...] = ("search_panama_law",)
+# Why a conversation lost its voice model (agent/voice/model_link.py classifies; kept in step by a test).
+MODEL_FAILURE_CAUSES: tuple[str, ...] = (
+    "invalid_key",
+    "forbidden",
+    "unknown_model",
+    "quota",
+    "unreachable",
+    "dropped",
+    "model_error",
+)
 
 BREAKER_CLOSED = 0
 BREAKER_OPEN = 1
@@ -82,6 +94,9 @@ mcp_circuit_breaker_state = Gauge(
     multiprocess_mode="livemax",
 )
 sessions_active = Gauge("voice_sessions_active", "Voice sessions currently running.", multiprocess_mode="livesum")
+model_failures_total = Counter(
+    "voice_model_failures", "Conversations that lost the voice model after the plugin's retries, by cause.", ["cause"]
+)
 ledger_write_failures_total = Counter(
     "voice_ledger_write_failures", "Failed attempts to write to the evidence ledger (each retry counts)."
 )
@@ -93,6 +108,8 @@ for _kind in REQUEST_FAILURE_REASONS:
     mcp_request_errors_total.labels(kind=_kind)
 for _event in CONNECTION_EVENTS:
     mcp_connection_events_total.labels(event=_event)
+for _cause in MODEL_FAILURE_CAUSES:
+    model_failures_total.labels(cause=_cause)
 for _tool in KNOWN_TOOLS:
     for _outcome in OUTCOMES:
         mcp_tool_calls_total.labels(tool=_tool, outcome=_outcome)

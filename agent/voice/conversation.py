@@ -9,12 +9,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import aiohttp
 from livekit import rtc
-from livekit.agents import AgentSession
+from livekit.agents import AgentSession, CloseEvent
 from livekit.agents import vad as agents_vad
 from livekit.agents.voice.room_io import RoomOptions, TextInputOptions
 from livekit.plugins import openai
@@ -27,6 +28,7 @@ from agent.ops import metrics
 from agent.settings import Settings
 from agent.voice.assistant import LexvozAgent, make_text_input_cb
 from agent.voice.evidence import EvidencePublisher
+from agent.voice.model_link import ModelFailure, ModelLink
 from agent.voice.observers import count_tool_call
 from agent.voice.research import ResearchSession, ToolEvent
 
@@ -42,6 +44,7 @@ FAREWELL = (
 )
 FAREWELL_TIMEOUT_S = 20.0
 REHEARSAL_API_KEY = "rehearsal-mode-no-openai"
+DEFAULT_OPENAI_BASE_URL = "https://api.openai.com/v1"
 
 _gateway: McpGateway | None = None
 
@@ -69,6 +72,25 @@ def shared_gateway(settings: Settings) -> McpGateway:
     return _gateway
 
 
+class LexvozRealtimeModel(openai.realtime.RealtimeModel):
+    """The OpenAI Realtime model, plus listeners told about each realtime session as it is created.
+
+    A session starts connecting as soon as it exists, before `AgentSession.start` returns, so a listener
+    attached afterwards could miss the first server event; `session()` is the one moment that is early
+    enough. The `ModelLink` uses it to know whether a model is really connected.
+    """
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.session_listeners: list[Callable[[Any], None]] = []
+
+    def session(self, *, turn_detection_disabled: bool = False) -> Any:
+        rt_session = super().session(turn_detection_disabled=turn_detection_disabled)
+        for listener in self.session_listeners:
+            listener(rt_session)
+        return rt_session
+
+
 async def close_shared_gateway(reason: str = "worker shutdown") -> None:
     """Close this process's MCP session explicitly (a DELETE to the server), e.g. when the job ends."""
     global _gateway
@@ -79,7 +101,7 @@ async def close_shared_gateway(reason: str = "worker shutdown") -> None:
 
 def build_realtime_model(
     settings: Settings, *, http_session: aiohttp.ClientSession | None = None
-) -> openai.realtime.RealtimeModel:
+) -> LexvozRealtimeModel:
     """Semantic VAD at low eagerness, Spanish transcription; `http_session` only outside a job (tests)."""
     if settings.rehearsal:
         api_key = REHEARSAL_API_KEY
@@ -92,7 +114,7 @@ def build_realtime_model(
         kwargs["http_session"] = http_session
     if settings.openai_base_url is not None:
         kwargs["base_url"] = str(settings.openai_base_url).rstrip("/")
-    model = openai.realtime.RealtimeModel(
+    model = LexvozRealtimeModel(
         model=settings.realtime_model,
         voice=settings.voice,
         api_key=api_key,
@@ -105,13 +127,121 @@ def build_realtime_model(
     return model
 
 
+def realtime_endpoint(settings: Settings) -> str:
+    return str(settings.openai_base_url) if settings.openai_base_url is not None else DEFAULT_OPENAI_BASE_URL
+
+
 @dataclass
 class Conversation:
-    session: AgentSession[Any]
-    agent: LexvozAgent
+    """Everything one conversation is made of, built by `build_conversation` and nowhere else."""
+
+    room: rtc.Room
+    settings: Settings
+    gateway: McpGateway
+    model: LexvozRealtimeModel
     research: ResearchSession
+    agent: LexvozAgent
+    session: AgentSession[None]
+    room_options: RoomOptions
+    link: ModelLink
     warm_up: asyncio.Task[None] | None = None
     time_limit: asyncio.Task[None] | None = None
+    ended: asyncio.Event = field(default_factory=asyncio.Event)
+    end_reason: str | None = None
+    _counted: bool = False
+    _finishing: bool = False
+    _on_end: Callable[[str], None] | None = None
+
+    async def start(self, *, on_end: Callable[[str], None] | None = None) -> None:
+        """Join the session to the room. `on_end(reason)` runs once, when the conversation is over and the
+        room has been told why (the worker ends its job there instead of idling in the room)."""
+        self._on_end = on_end
+        with contextlib.suppress(Exception):
+            await self.room.local_participant.set_attributes(
+                {MODE_ATTRIBUTE: "rehearsal" if self.settings.rehearsal else "live", **self.link.attributes()}
+            )
+        self.session.on("close", self._on_close)
+        await self.session.start(agent=self.agent, room=self.room, room_options=self.room_options)
+        metrics.sessions_active.inc()
+        self._counted = True
+        self.warm_up = asyncio.create_task(_warm_up(self.gateway))
+        limit = asyncio.create_task(
+            end_after(self.session, self.room.local_participant, self.settings.max_conversation_s)
+        )
+        self.time_limit = limit
+        self.session.on("close", lambda _ev: limit.cancel())
+
+    def _on_model_failure(self, failure: ModelFailure) -> None:
+        # A search running now can never be answered: cancel it and discard its evidence like a stale turn.
+        self.research.new_user_turn()
+        # livekit-agents 1.8.9 closes the session on this error, but its close re-raises the realtime
+        # error before emitting "close"; so the end is driven from here, not only from the close event.
+        self._finish(f"voice model failed ({failure.cause})")
+
+    def _on_close(self, ev: CloseEvent) -> None:
+        failure = self.link.failure
+        self._finish(f"voice model failed ({failure.cause})" if failure else ev.reason.value)
+
+    def _finish(self, reason: str) -> None:
+        if self._finishing:
+            return
+        self._finishing = True
+        if self._counted:
+            metrics.sessions_active.dec()
+            self._counted = False
+
+        async def _tell_then_end() -> None:
+            await self.link.settled()  # the room hears why before the agent leaves it
+            self.end_reason = reason
+            self.ended.set()
+            if self._on_end is not None:
+                self._on_end(reason)
+
+        task = asyncio.get_running_loop().create_task(_tell_then_end())
+        _background.add(task)
+        task.add_done_callback(_background.discard)
+
+
+_background: set[asyncio.Task[None]] = set()
+
+
+def build_conversation(
+    room: rtc.Room,
+    settings: Settings,
+    *,
+    gateway: McpGateway | None = None,
+    vad: agents_vad.VAD | None = None,
+    observers: list[Callable[[ToolEvent], None]] | None = None,
+    greet: bool = True,
+    http_session: aiohttp.ClientSession | None = None,
+) -> Conversation:
+    """The one place the conversation is wired: model, research session, agent, observers, room options."""
+    gw = gateway or shared_gateway(settings)
+    research = ResearchSession(
+        gw,
+        EvidencePublisher(room.local_participant),
+        searches_per_minute=settings.searches_per_minute,
+        observers=[count_tool_call, *(observers or [])],
+    )
+    model = build_realtime_model(settings, http_session=http_session)
+    session: AgentSession[None] = AgentSession(llm=model, vad=vad)
+    agent = LexvozAgent(research, greet=greet)
+    room_options = RoomOptions(text_input=TextInputOptions(text_input_cb=make_text_input_cb(agent)))
+    link = ModelLink(room.local_participant, endpoint=realtime_endpoint(settings))
+    conversation = Conversation(
+        room=room,
+        settings=settings,
+        gateway=gw,
+        model=model,
+        research=research,
+        agent=agent,
+        session=session,
+        room_options=room_options,
+        link=link,
+    )
+    link.on_failure = conversation._on_model_failure
+    model.session_listeners.append(link.watch)
+    return conversation
 
 
 async def start_conversation(
@@ -120,32 +250,15 @@ async def start_conversation(
     *,
     gateway: McpGateway | None = None,
     vad: agents_vad.VAD | None = None,
-    observers: list[Any] | None = None,
+    observers: list[Callable[[ToolEvent], None]] | None = None,
     greet: bool = True,
+    http_session: aiohttp.ClientSession | None = None,
+    on_end: Callable[[str], None] | None = None,
 ) -> Conversation:
-    gw = gateway or shared_gateway(settings)
-    research = ResearchSession(
-        gw,
-        EvidencePublisher(room.local_participant),
-        searches_per_minute=settings.searches_per_minute,
-        observers=[count_tool_call, *(observers or [])],
+    conversation = build_conversation(
+        room, settings, gateway=gateway, vad=vad, observers=observers, greet=greet, http_session=http_session
     )
-    session: AgentSession[Any] = AgentSession(llm=build_realtime_model(settings), vad=vad)
-    agent = LexvozAgent(research, greet=greet)
-    with contextlib.suppress(Exception):
-        await room.local_participant.set_attributes({MODE_ATTRIBUTE: "rehearsal" if settings.rehearsal else "live"})
-    await session.start(
-        agent=agent,
-        room=room,
-        room_options=RoomOptions(text_input=TextInputOptions(text_input_cb=make_text_input_cb(agent))),
-    )
-    metrics.sessions_active.inc()
-    session.on("close", lambda _ev: metrics.sessions_active.dec())
-    conversation = Conversation(session=session, agent=agent, research=research)
-    conversation.warm_up = asyncio.create_task(_warm_up(gw))
-    limit = asyncio.create_task(end_after(session, room.local_participant, settings.max_conversation_s))
-    conversation.time_limit = limit
-    session.on("close", lambda _ev: limit.cancel())
+    await conversation.start(on_end=on_end)
     return conversation
 
 
@@ -182,7 +295,9 @@ async def _warm_up(gateway: McpGateway) -> None:
 __all__ = [
     "END_REASON_ATTRIBUTE",
     "Conversation",
+    "LexvozRealtimeModel",
     "ToolEvent",
+    "build_conversation",
     "build_realtime_model",
     "close_shared_gateway",
     "end_after",

@@ -28,6 +28,7 @@ import {
 import { useCallback, useEffect, useMemo, useReducer, useRef, useState, type FormEvent } from 'react';
 
 import { AGENT_TIMEOUT_MESSAGE, useAgentJoinTimeout } from './agentTimeout';
+import { watchModelFailure, withModelLink } from './failures';
 import { agentStateLabel, displayAgentState, END_REASON_ATTRIBUTE, endReasonMessage, MODE_ATTRIBUTE } from './labels';
 import {
   initialResearchState,
@@ -176,11 +177,21 @@ export function App() {
       return;
     }
     const room = new Room({ adaptiveStream: true, dynacast: true });
-    detachResearch.current = attachResearch(room, dispatch);
+    const detachResearchOnly = attachResearch(room, dispatch);
+    // The agent lost its voice model: say why, and give the Start button back.
+    const detachFailure = watchModelFailure(room, (message) => {
+      if (generation.current !== gen) return;
+      setError(message);
+      endSession(room);
+    });
+    detachResearch.current = () => {
+      detachResearchOnly();
+      detachFailure();
+    };
     setSession({ generation: gen, room, url: info.url, token: info.token });
     setPhase('active');
     void publishMicrophone(room, gen, pendingMic);
-  }, [publishMicrophone]);
+  }, [publishMicrophone, endSession]);
 
   const stop = useCallback(() => {
     forgetResume(); // ended on purpose: a reload starts a new conversation
@@ -298,7 +309,7 @@ export function App() {
  */
 function SessionView({ connected }: { connected: boolean }) {
   const { state: rawState, agent, audioTrack, agentAttributes } = useVoiceAssistant();
-  const state = displayAgentState(rawState, connected);
+  const state = withModelLink(displayAgentState(rawState, connected), agentAttributes);
   const agentTimedOut = useAgentJoinTimeout(connected, agent !== undefined);
   // Kept once seen: the agent leaves the room right after saying goodbye, taking its attributes along.
   const [endReason, setEndReason] = useState<string | undefined>(undefined);
