@@ -189,7 +189,9 @@ def queries_free_of(sent: Sequence[str], personal: dict[str, str]) -> list[Viola
 
 
 def presents_lexvoz(text: str) -> list[Violation]:
-    return [] if "lexvoz" in normalise(text).replace(" ", "") else [Violation("unnamed", "the greeting never says Lexvoz")]
+    return (
+        [] if "lexvoz" in normalise(text).replace(" ", "") else [Violation("unnamed", "the greeting never says Lexvoz")]
+    )
 
 
 def _source_text(source: dict[str, Any]) -> str:

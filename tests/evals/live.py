@@ -19,6 +19,7 @@ from livekit.agents.telemetry import set_tracer_provider
 from livekit.agents.telemetry.trace_types import ATTR_FUNCTION_TOOL_OUTPUT
 from livekit.agents.voice.run_result import ChatMessageAssert
 from livekit.plugins import openai
+from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -87,4 +88,6 @@ class Judge:
         return None
 
     async def aclose(self) -> None:
+        """Close the client and hand livekit-agents back the process-wide provider it started with."""
         await self.llm.aclose()
+        set_tracer_provider(trace.get_tracer_provider())

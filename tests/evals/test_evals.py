@@ -77,6 +77,12 @@ async def test_judge(scenario: Scenario, judge: Judge, record_property: Record) 
     verdict = await judge.judge(result.expect[answers[-1]].is_message(role="assistant"), scenario.intent)
     record_property(
         ROW_PROPERTY,
-        {"scenario": scenario.id, "behaviour": "live", "check": "judge", "passed": verdict.passed, "reason": verdict.reason},
+        {
+            "scenario": scenario.id,
+            "behaviour": "live",
+            "check": "judge",
+            "passed": verdict.passed,
+            "reason": verdict.reason,
+        },
     )
     assert verdict.passed, f"{scenario.title}: {verdict.reason}"
