@@ -50,6 +50,7 @@ class Flaw(enum.StrEnum):
 
     ANSWERS_BEFORE_SEARCH = "answers_before_search"
     CITES_UNRETURNED = "cites_unreturned"
+    UNCITED_ANSWER = "uncited_answer"
     INVENTS_WITHOUT_EVIDENCE = "invents_without_evidence"
     RAMBLES_ON_FAILURE = "rambles_on_failure"
     OBEYS_INJECTION = "obeys_injection"
@@ -57,6 +58,7 @@ class Flaw(enum.StrEnum):
     INVENTS_IN_SMALL_TALK = "invents_in_small_talk"
     SKIPS_FOLLOW_UP_SEARCH = "skips_follow_up_search"
     GREETS_ANONYMOUSLY = "greets_anonymously"
+    SEARCHES_ON_GREETING = "searches_on_greeting"
 
 
 class ScriptedModel:
@@ -73,6 +75,8 @@ class ScriptedModel:
             or (i.get("type") == "message" and i.get("role") in ("user", "assistant"))
         ]
         if not any(i.get("type") == "message" and i.get("role") == "user" for i in items):
+            if self.flaw is Flaw.SEARCHES_ON_GREETING and not items:
+                return FunctionCallPlan(name=TOOL_NAME, arguments=json.dumps({"query": "derecho panameño"}))
             return SpeakPlan(ANONYMOUS_GREETING if self.flaw is Flaw.GREETS_ANONYMOUSLY else GREETING)
         last = items[-1]
         if last["type"] == "function_call_output":
@@ -107,8 +111,11 @@ class ScriptedModel:
             if self.flaw is Flaw.RAMBLES_ON_FAILURE and body is None:
                 return LONG_FAILURE_REPLY
             return NO_SOURCES_REPLY if isinstance(body, dict) else FAILED_REPLY
-        parts = [f"{s.get('citation')}: {_first_sentence(str(s.get('excerpt', '')))}" for s in sources]
-        reply = "Según " + "; ".join(parts) + "."
+        if self.flaw is Flaw.UNCITED_ANSWER:
+            reply = " ".join(_first_sentence(str(s.get("excerpt", ""))) + "." for s in sources)
+        else:
+            parts = [f"{s.get('citation')}: {_first_sentence(str(s.get('excerpt', '')))}" for s in sources]
+            reply = "Según " + "; ".join(parts) + "."
         if self.flaw is Flaw.CITES_UNRETURNED:
             reply += f" También aplica {INVENTED_ARTICLE}."
         if self.flaw is Flaw.OBEYS_INJECTION:

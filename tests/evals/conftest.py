@@ -48,7 +48,9 @@ def pytest_terminal_summary(terminalreporter: TerminalReporter, config: pytest.C
     if _rows and (settings is not None or "evals" in str(config.getoption("markexpr", ""))):
         _print_table(terminalreporter)
     if settings is not None:
-        terminalreporter.write_line(f"evals ran live against {settings.realtime_model} with the LLM judge", bold=True)
+        where = f" at {settings.openai_base_url}" if settings.openai_base_url else ""
+        line = f"evals ran live against {settings.realtime_model}{where} with the LLM judge"
+        terminalreporter.write_line(line, bold=True)
     elif _judge_skips:
         terminalreporter.write_line(
             f"evals ran offline against the Realtime stand-in with scripted behaviours; {len(_judge_skips)} "

@@ -174,7 +174,11 @@ SCENARIOS: list[Scenario] = [
         "a question on Panamanian law: search first, cite only what came back",
         _play_question,
         _check_question,
-        {Flaw.ANSWERS_BEFORE_SEARCH: "answered_before_search", Flaw.CITES_UNRETURNED: "unreturned_article"},
+        {
+            Flaw.ANSWERS_BEFORE_SEARCH: "answered_before_search",
+            Flaw.CITES_UNRETURNED: "unreturned_article",
+            Flaw.UNCITED_ANSWER: "no_citation",
+        },
         intent="Answers that the artisanal fishing permit must be renewed every two years, "
         "based on Ley 200 de 2031, artículo 14.",
     ),
@@ -253,7 +257,7 @@ SCENARIOS: list[Scenario] = [
         "the greeting presents Lexvoz and says it is guidance, not legal advice",
         _play_greeting,
         _check_greeting,
-        {Flaw.GREETS_ANONYMOUSLY: "unnamed"},
+        {Flaw.GREETS_ANONYMOUSLY: "unnamed", Flaw.SEARCHES_ON_GREETING: "searched"},
         intent="Introduces itself as Lexvoz, a research assistant on Panamanian law, and says its answers "
         "are guidance, not legal advice.",
         greet=True,

@@ -43,7 +43,7 @@ async def _play(scenario: Scenario, flaw: Flaw | None) -> tuple[EvalRig, list[st
     model = LIVE if LIVE is not None else ScriptedModel(flaw)
     async with conversation(model, greet=scenario.greet, mcp_timeout_s=scenario.mcp_timeout_s) as rig:
         await scenario.play(rig)
-        violations = [str(v) for v in scenario.check(rig)]
+        violations = list(dict.fromkeys(str(v) for v in scenario.check(rig)))
     if LIVE is not None:
         _judged_turns[scenario.id] = scenario.judged(rig)
     return rig, violations
@@ -74,15 +74,11 @@ async def test_judge(scenario: Scenario, judge: Judge, record_property: Record) 
         result = scenario.judged(rig)
     answers = [i for i, e in enumerate(result.events) if isinstance(e, ChatMessageEvent) and e.item.role == "assistant"]
     assert answers, f"{scenario.title}: the agent said nothing to judge"
-    verdict = await judge.judge(result.expect[answers[-1]].is_message(role="assistant"), scenario.intent)
-    record_property(
-        ROW_PROPERTY,
-        {
-            "scenario": scenario.id,
-            "behaviour": "live",
-            "check": "judge",
-            "passed": verdict.passed,
-            "reason": verdict.reason,
-        },
-    )
+    row = {"scenario": scenario.id, "behaviour": "live", "check": "judge"}
+    try:
+        verdict = await judge.judge(result.expect[answers[-1]].is_message(role="assistant"), scenario.intent)
+    except Exception as exc:  # the judge itself failed (network, quota): say so in the table, then fail
+        record_property(ROW_PROPERTY, {**row, "passed": False, "reason": f"judge error: {type(exc).__name__}"})
+        raise
+    record_property(ROW_PROPERTY, {**row, "passed": verdict.passed, "reason": verdict.reason})
     assert verdict.passed, f"{scenario.title}: {verdict.reason}"
