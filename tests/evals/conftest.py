@@ -7,7 +7,7 @@ offline harness inside `make test` adds a single closing line instead of a page.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
@@ -19,6 +19,19 @@ from tests.evals.live import SKIP_REASON, Judge, live_settings
 ROW_PROPERTY = "eval"
 _rows: list[dict[str, Any]] = []
 _judge_skips: list[str] = []
+
+RecordRow = Callable[[str, str, str, bool, str], None]
+
+
+@pytest.fixture
+def record_row(record_property: Callable[[str, object], None]) -> RecordRow:
+    """`record_row(scenario, behaviour, check, passed, reason)`: this test's line in the results table."""
+
+    def record(scenario: str, behaviour: str, check: str, passed: bool, reason: str) -> None:
+        row = {"scenario": scenario, "behaviour": behaviour, "check": check, "passed": passed, "reason": reason}
+        record_property(ROW_PROPERTY, row)
+
+    return record
 
 
 @pytest.fixture

@@ -228,7 +228,7 @@ SCENARIOS: list[Scenario] = [
     ),
     Scenario(
         "6-foreign-law",
-        "a question on another country's law: no invented Panamanian source",
+        "a question on another country's law: no source the search did not return",
         _play_off_topic(material.FOREIGN_QUESTION),
         _check_off_topic,
         {Flaw.INVENTS_IN_SMALL_TALK: "unreturned_article"},
@@ -237,7 +237,7 @@ SCENARIOS: list[Scenario] = [
     ),
     Scenario(
         "6-small-talk",
-        "small talk: no invented Panamanian source",
+        "small talk: no source the search did not return",
         _play_off_topic(material.SMALL_TALK),
         _check_off_topic,
         {Flaw.INVENTS_IN_SMALL_TALK: "unreturned_article"},

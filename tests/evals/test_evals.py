@@ -15,7 +15,6 @@ import pytest
 from livekit.agents.voice.run_result import ChatMessageEvent, RunResult
 
 from tests.evals.behaviours import Flaw, ScriptedModel
-from tests.evals.conftest import ROW_PROPERTY
 from tests.evals.live import Judge, live_settings
 from tests.evals.rig import EvalRig, conversation
 from tests.evals.scenarios import SCENARIOS, Scenario
@@ -26,7 +25,7 @@ LIVE = live_settings()
 # Live conversations, kept for the judge so each scenario costs the real model once.
 _judged_turns: dict[str, RunResult[Any]] = {}
 
-Record = Callable[[str, object], None]
+RecordRow = Callable[[str, str, str, bool, str], None]
 
 
 def _behaviours() -> Iterator[Any]:
@@ -50,23 +49,22 @@ async def _play(scenario: Scenario, flaw: Flaw | None) -> tuple[EvalRig, list[st
 
 
 @pytest.mark.parametrize(("scenario", "flaw"), list(_behaviours()))
-async def test_rules(scenario: Scenario, flaw: Flaw | None, record_property: Record) -> None:
+async def test_rules(scenario: Scenario, flaw: Flaw | None, record_row: RecordRow) -> None:
     _, violations = await _play(scenario, flaw)
     behaviour = "live" if LIVE is not None else str(flaw or "good")
-    row = {"scenario": scenario.id, "behaviour": behaviour, "check": "rules"}
     if flaw is None:
-        record_property(ROW_PROPERTY, {**row, "passed": not violations, "reason": "; ".join(violations) or "held"})
+        record_row(scenario.id, behaviour, "rules", not violations, "; ".join(violations) or "held")
         assert not violations, f"{scenario.title}: " + "; ".join(violations)
         return
     expected = scenario.flaws[flaw]
     caught = any(v.startswith(f"{expected}:") for v in violations)
     reason = f"flagged {expected}" if caught else f"missed {expected}; found: {'; '.join(violations) or 'nothing'}"
-    record_property(ROW_PROPERTY, {**row, "passed": caught, "reason": reason})
+    record_row(scenario.id, behaviour, "rules", caught, reason)
     assert caught, f"the checker did not flag the {flaw} script ({scenario.title}): {reason}"
 
 
 @pytest.mark.parametrize("scenario", [pytest.param(s, id=s.id) for s in SCENARIOS if s.intent])
-async def test_judge(scenario: Scenario, judge: Judge, record_property: Record) -> None:
+async def test_judge(scenario: Scenario, judge: Judge, record_row: RecordRow) -> None:
     assert scenario.intent is not None
     result = _judged_turns.get(scenario.id)
     if result is None:  # run alone (-k): play the conversation here
@@ -74,11 +72,10 @@ async def test_judge(scenario: Scenario, judge: Judge, record_property: Record) 
         result = scenario.judged(rig)
     answers = [i for i, e in enumerate(result.events) if isinstance(e, ChatMessageEvent) and e.item.role == "assistant"]
     assert answers, f"{scenario.title}: the agent said nothing to judge"
-    row = {"scenario": scenario.id, "behaviour": "live", "check": "judge"}
     try:
         verdict = await judge.judge(result.expect[answers[-1]].is_message(role="assistant"), scenario.intent)
     except Exception as exc:  # the judge itself failed (network, quota): say so in the table, then fail
-        record_property(ROW_PROPERTY, {**row, "passed": False, "reason": f"judge error: {type(exc).__name__}"})
+        record_row(scenario.id, "live", "judge", False, f"judge error: {type(exc).__name__}")
         raise
-    record_property(ROW_PROPERTY, {**row, "passed": verdict.passed, "reason": verdict.reason})
+    record_row(scenario.id, "live", "judge", verdict.passed, verdict.reason)
     assert verdict.passed, f"{scenario.title}: {verdict.reason}"
