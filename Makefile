@@ -12,12 +12,13 @@ INTEROP_STAMP := tests/interop/node_modules/.installed
 PANAMA_LAW_SOURCE ?=
 export PANAMA_LAW_SOURCE
 
-.PHONY: help venv web web-deps interop-deps livekit-server browser run test test-fast test-web lint format bench clean
+.PHONY: help venv web web-deps interop-deps livekit-server browser run test test-fast test-web evals lint format bench clean
 
 help:
 	@echo "make run        start livekit-server, the search server, the page service and the worker"
 	@echo "make test       the whole test suite (installs what it needs)"
 	@echo "make test-fast  the suite without the end-to-end tests"
+	@echo "make evals      agent behaviour evals: the real model and an LLM judge with OPENAI_API_KEY, else offline"
 	@echo "make lint       ruff and mypy (strict for agent/ and panama_law/)"
 	@echo "make bench      the benchmarks (figures in bench/results/)"
 
@@ -65,6 +66,11 @@ test: $(STAMP) web interop-deps livekit-server browser
 
 test-fast: $(STAMP) interop-deps
 	$(PY) -m pytest -m "not e2e"
+
+# Live against the real model and the LLM judge when OPENAI_API_KEY is set (environment or .env); otherwise
+# the offline harness against the Realtime stand-in. Prints a table: scenario, pass/fail, reason.
+evals: $(STAMP)
+	LEXVOZ_EVALS_LIVE=auto $(PY) -m pytest -m evals tests/evals
 
 test-web: $(WEB_STAMP)
 	cd web && npm test
