@@ -84,7 +84,9 @@ def fit_fusion(searcher: Searcher, items: list[EvalItem], repeats: int = 10) -> 
             best = int(np.argmax(table[:, train].mean(1)))
             cv_total += parts[best, test].sum(0)
     best = int(np.argmax(table.mean(1)))
-    equal = grid.index((3.0, (1.0,) * len(RANKINGS)))
+    cfg = searcher.config
+    current_key = (cfg.rrf_k, tuple(cfg.weight(name) for name in RANKINGS))
+    current = grid.index(current_key) if current_key in grid else None
 
     def pair(values: np.ndarray) -> dict[str, float]:
         return {"recall_at_3": round(float(values[0]), 4), "mrr_at_10": round(float(values[1]), 4)}
@@ -95,7 +97,7 @@ def fit_fusion(searcher: Searcher, items: list[EvalItem], repeats: int = 10) -> 
         "cross_validated": pair(cv_total / repeats / n),
         "chosen": {"rrf_k": grid[best][0], "weights": dict(zip(RANKINGS, grid[best][1], strict=True))},
         "chosen_in_sample": pair(parts[best].mean(0)),
-        "equal_weights_k3_in_sample": pair(parts[equal].mean(0)),
+        "current_config_in_sample": pair(parts[current].mean(0)) if current is not None else None,
     }
 
 

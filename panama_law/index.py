@@ -1,6 +1,6 @@
 """Build and load the on-disk index: one SQLite file holding articles, passages and their embeddings.
 
-Everything search needs is precomputed at build time (the passage embeddings, the slow part) and stored in one file, so
+Everything search needs is precomputed at build time (passage and article embeddings) and stored in one file, so
 replacing the index is a single atomic `os.replace` of a file built beside it: a failed or refused build never
 leaves a half-written or mixed index behind, and a running server keeps reading the old file until it restarts.
 """
@@ -21,12 +21,12 @@ import numpy as np
 
 from . import embedding
 from .corpus import Article, sha256_hex
-from .passages import list_intro, passages
+from .passages import passages
 
 log = logging.getLogger(__name__)
 
 INDEX_FILE = "panama_law.sqlite3"
-SCHEMA_VERSION = 2  # 2: e5 passage vectors with heading and list context; no article vectors
+SCHEMA_VERSION = 1
 
 
 class IndexLoadError(RuntimeError):
@@ -45,6 +45,7 @@ class LoadedIndex:
     articles: list[Article]
     passages: list[Passage]
     passage_vectors: np.ndarray
+    article_vectors: np.ndarray
     source_sha256: str
     built_at: float
 
@@ -53,18 +54,14 @@ def index_path(data_dir: Path) -> Path:
     return data_dir / INDEX_FILE
 
 
-def heading_context(article: Article) -> str:
-    """The article's Título and Capítulo names without their numbering, e.g. "Derechos y deberes individuales y
-    sociales. El trabajo": a question about being fired meets an article about "el empleado" through it."""
-    parts = [_plain_heading(article.titulo)] + ([_plain_heading(article.capitulo)] if article.capitulo else [])
-    return ". ".join(p.capitalize() if p.isupper() else p for p in parts)
+def article_embedding_text(article: Article) -> str:
+    """What the article-level vector sees: chapter context first, then the text."""
+    context = article.capitulo or article.titulo
+    return f"{_plain_heading(context)}. {article.text}"
 
 
 def passage_embedding_text(article: Article, span: Passage) -> str:
-    """What a passage vector sees: heading context, the sentence that introduces a numbered list when the passage
-    is one of its items (an item alone, "3. Los demás que establezca la Ley.", says nothing), then the text."""
-    intro = list_intro(article.text, span.start)
-    return f"{heading_context(article)}. {intro}{article.text[span.start : span.end]}"
+    return article.text[span.start : span.end]
 
 
 def _plain_heading(heading: str) -> str:
@@ -81,7 +78,8 @@ def build(articles: list[Article], data_dir: Path, source_bytes: bytes) -> Path:
     data_dir.mkdir(parents=True, exist_ok=True)
     spans = [Passage(a.number, s.start, s.end) for a in articles for s in passages(a.text)]
     by_number = {a.number: a for a in articles}
-    passage_vecs = embedding.encode_passages([passage_embedding_text(by_number[p.article], p) for p in spans])
+    passage_vecs = embedding.encode([passage_embedding_text(by_number[p.article], p) for p in spans])
+    article_vecs = embedding.encode([article_embedding_text(a) for a in articles])
 
     fd, tmp_name = tempfile.mkstemp(prefix=".panama_law-", suffix=".tmp", dir=data_dir)
     os.close(fd)
@@ -107,22 +105,17 @@ def build(articles: list[Article], data_dir: Path, source_bytes: bytes) -> Path:
                 "INSERT INTO passages VALUES (?, ?, ?, ?)",
                 [(i, p.article, p.start, p.end) for i, p in enumerate(spans)],
             )
-            db.execute(
-                "INSERT INTO vectors VALUES (?, ?, ?, ?)",
-                (
-                    "passages",
-                    passage_vecs.shape[0],
-                    passage_vecs.shape[1],
-                    np.ascontiguousarray(passage_vecs, dtype=np.float32).tobytes(),
-                ),
-            )
+            for name, vecs in (("passages", passage_vecs), ("articles", article_vecs)):
+                db.execute(
+                    "INSERT INTO vectors VALUES (?, ?, ?, ?)",
+                    (name, vecs.shape[0], vecs.shape[1], np.ascontiguousarray(vecs, dtype=np.float32).tobytes()),
+                )
             meta = {
                 "schema_version": str(SCHEMA_VERSION),
                 "source_sha256": sha256_hex(source_bytes),
                 "built_at": str(time.time()),
                 "article_count": str(len(articles)),
                 "passage_count": str(len(spans)),
-                "embedding_model": embedding.MODEL_NAME,
             }
             db.executemany("INSERT INTO meta VALUES (?, ?)", sorted(meta.items()))
             db.commit()
@@ -168,6 +161,7 @@ def load(data_dir: Path) -> LoadedIndex:
         articles=articles,
         passages=spans,
         passage_vectors=vectors["passages"],
+        article_vectors=vectors["articles"],
         source_sha256=meta["source_sha256"],
         built_at=float(meta["built_at"]),
     )

@@ -32,26 +32,7 @@ def sentences(text: str) -> list[Span]:
         start = match.end()
     if start < len(text):
         spans.append(Span(start, len(text)))
-    return _split_long(text, _attach_markers(text, spans))
-
-
-_MARKER_ONLY = re.compile(r"(?:\d{1,2}|[a-z])[.)]")
-
-
-def _attach_markers(text: str, spans: list[Span]) -> list[Span]:
-    """Join a bare item number ("3.") to the item it numbers: "1. Sancionar las Leyes." splits after "1." (a
-    sentence end before a capital), which would leave each number at the tail of the previous passage."""
-    out: list[Span] = []
-    pending: int | None = None
-    for span in spans:
-        if _MARKER_ONLY.fullmatch(text[span.start : span.end].strip()):
-            pending = span.start if pending is None else pending
-            continue
-        out.append(Span(pending, span.end) if pending is not None else span)
-        pending = None
-    if pending is not None:
-        out.append(Span(pending, len(text)))
-    return out
+    return _split_long(text, spans)
 
 
 def _split_long(text: str, spans: list[Span]) -> list[Span]:
@@ -91,21 +72,3 @@ def passages(text: str) -> list[Span]:
     if current is not None:
         windows.append(current)
     return windows
-
-
-_ITEM_START = re.compile(r"(?:\d{1,2}|[a-z])[.)]\s")
-
-
-def list_intro(text: str, start: int) -> str:
-    """The sentence ending in ":" that introduces the numbered list a passage at `start` belongs to, or "".
-
-    Passages split long lists item by item; the items need their lead-in ("Son funciones del Presidente:") to mean
-    anything in an embedding. The nearest lead-in before the passage wins; empty when the passage does not start
-    with an item or no lead-in precedes it."""
-    if not _ITEM_START.match(text, start):
-        return ""
-    for sent in reversed([s for s in sentences(text) if s.end <= start]):
-        chunk = text[sent.start : sent.end].rstrip()
-        if chunk.endswith(":"):
-            return chunk + " "
-    return ""
