@@ -42,9 +42,11 @@ RANKINGS = ("lex_passage", "lex_article", "dense_passage", "dense_article")
 class SearchConfig:
     """Fusion weights and abstain thresholds.
 
-    Equal weights for the four rankings. `rrf_k`, `expansion_weight`, `heading_weight` and `dense_mix` were picked
-    on the visible eval set plus bench/eval/dev_extra.jsonl from a plateau of near-equal settings (MRR@10 moves by
-    about 0.02 across rrf_k 3-5, dense_mix 0.25-0.5, heading_weight 1-3), not per question.
+    Equal weights for the four rankings at rrf_k 5: `python -m panama_law.fit fusion` (a grid of rrf_k 3-60 and
+    weights 0-2, repeated 5-fold CV on the three development sets) chooses exactly this. `expansion_weight`,
+    `heading_weight` and `dense_mix` were picked on the visible eval set plus bench/eval/dev_extra.jsonl from a
+    plateau of near-equal settings (MRR@10 moves by about 0.02 across rrf_k 3-5, dense_mix 0.25-0.5,
+    heading_weight 1-3), not per question.
     """
 
     rrf_k: float = 5.0
@@ -59,10 +61,11 @@ class SearchConfig:
     # Abstain when `Signals.evidence` (a logistic-regression logit) is below `abstain_below`:
     #   evidence = abstain_bias + abstain_w_dense * dense_max + abstain_w_coverage * coverage
     #              + abstain_w_expansion * log1p(expansion_terms)
-    # Reproduce with `python -m panama_law.evaluate --fit <visible> bench/eval/dev_extra.jsonl
-    # bench/eval/calibration.jsonl` (126 in-scope, 60 out-of-scope; never the held-out file): class-balanced
-    # logistic regression, L2 = 1 on standardized features, rounded to 2 decimals. The cut is halfway between the
-    # lowest in-scope logit and the highest out-of-scope logit below it (in sample: 0/126 lost, 35/60 abstained).
+    # Reproduce with `python -m panama_law.fit abstain <visible> bench/eval/dev_extra.jsonl
+    # bench/eval/calibration.jsonl` (126 in-scope, 60 out-of-scope; never a held-out file): class-balanced
+    # logistic regression, L2 = 1 on standardized features, rounded to 2 decimals. The cut minimizes
+    # fit.REFUSE_COST (4) x in-scope refused + out-of-scope answered; here that is halfway between the lowest
+    # in-scope logit and the highest out-of-scope logit below it (in sample: 0/126 lost, 35/60 abstained).
     # 20x repeated stratified 5-fold CV of the whole procedure (fit + cut on the training folds): 1.0/126 in-scope
     # lost, 35.0/60 out-of-scope abstained; the previous dense_max + log1p(lex_max) rule refitted the same way:
     # 1.15/126 lost, 30.1/60 abstained. Adding best-article BM25, top-1/top-5 score margins, agreement of the four
