@@ -1,8 +1,9 @@
 """Latency benchmark: full MCP round trips over loopback HTTP against `python -m panama_law serve`.
 
 Starts the server in a subprocess (building its index into a scratch directory from the shared data, which also
-measures build time and peak memory of the server process), then sends >= 500 `tools/call` requests with a real MCP
-client, cycling through the eval file's questions. Prints the figures and writes them to bench/results/search.json.
+measures build time and peak memory of the build and of the server process), then sends >= 500 `tools/call`
+requests with a real MCP client, cycling through the eval file's questions. Prints the figures and writes them
+to bench/results/search.json.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import argparse
 import asyncio
 import json
 import os
+import resource
 import socket
 import statistics
 import subprocess
@@ -90,6 +92,8 @@ def main() -> int:
             capture_output=True,
         )
         build_s = time.perf_counter() - started
+        # Only the import child has ended so far, so the children's peak RSS is the build's.
+        build_rss_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
 
         port = _free_port()
         env = {**os.environ, "PANAMA_LAW_LOG_LEVEL": "warning"}
@@ -125,9 +129,11 @@ def main() -> int:
         "p99_ms": round(_percentile(timings, 99), 2),
         "max_ms": round(max(timings), 2),
         "index_build_s": round(build_s, 2),
+        "index_build_peak_rss_mb": round(build_rss_mb, 1),
         "server_ready_s": round(ready_s, 2),
         "server_peak_rss_mb": round(rss, 1) if rss is not None else None,
         "cpu_count": os.cpu_count(),
+        "load_average_1m_at_end": round(os.getloadavg()[0], 2),
     }
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(figures, indent=2) + "\n", encoding="utf-8")

@@ -131,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
     except ValidationError as exc:
         err = exc.errors()[0]
         print(f"error: invalid setting {err['loc'][0] if err['loc'] else '?'}: {err['msg']}", file=sys.stderr)
-    except (CorpusError, IndexLoadError, FingerprintKeyError, OSError) as exc:
+    except (CorpusError, IndexLoadError, FingerprintKeyError, OSError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
     return 1
 

@@ -35,13 +35,18 @@ MAX_RESULTS = 3
 MAX_EXCERPT_CHARS = 750
 
 
+RANKINGS = ("lex_passage", "lex_article", "dense_passage", "dense_article")
+
+
 @dataclass(frozen=True, slots=True)
 class SearchConfig:
     """Fusion weights and abstain thresholds.
 
-    Equal weights for the four rankings. `rrf_k`, `expansion_weight`, `heading_weight` and `dense_mix` were picked
-    on the visible eval set plus bench/eval/dev_extra.jsonl from a plateau of near-equal settings (MRR@10 moves by
-    about 0.02 across rrf_k 3-5, dense_mix 0.25-0.5, heading_weight 1-3), not per question.
+    Equal weights for the four rankings at rrf_k 5: `python -m panama_law.fit fusion` (a grid of rrf_k 3-60 and
+    weights 0-2, repeated 5-fold CV on the three development sets) chooses exactly this. `expansion_weight`,
+    `heading_weight` and `dense_mix` were picked on the visible eval set plus bench/eval/dev_extra.jsonl from a
+    plateau of near-equal settings (MRR@10 moves by about 0.02 across rrf_k 3-5, dense_mix 0.25-0.5,
+    heading_weight 1-3), not per question.
     """
 
     rrf_k: float = 5.0
@@ -56,10 +61,11 @@ class SearchConfig:
     # Abstain when `Signals.evidence` (a logistic-regression logit) is below `abstain_below`:
     #   evidence = abstain_bias + abstain_w_dense * dense_max + abstain_w_coverage * coverage
     #              + abstain_w_expansion * log1p(expansion_terms)
-    # Reproduce with `python -m panama_law.evaluate --fit <visible> bench/eval/dev_extra.jsonl
-    # bench/eval/calibration.jsonl` (126 in-scope, 60 out-of-scope; never the held-out file): class-balanced
-    # logistic regression, L2 = 1 on standardized features, rounded to 2 decimals. The cut is halfway between the
-    # lowest in-scope logit and the highest out-of-scope logit below it (in sample: 0/126 lost, 35/60 abstained).
+    # Reproduce with `python -m panama_law.fit abstain <visible> bench/eval/dev_extra.jsonl
+    # bench/eval/calibration.jsonl` (126 in-scope, 60 out-of-scope; never a held-out file): class-balanced
+    # logistic regression, L2 = 1 on standardized features, rounded to 2 decimals. The cut minimizes
+    # fit.REFUSE_COST (4) x in-scope refused + out-of-scope answered; here that is halfway between the lowest
+    # in-scope logit and the highest out-of-scope logit below it (in sample: 0/126 lost, 35/60 abstained).
     # 20x repeated stratified 5-fold CV of the whole procedure (fit + cut on the training folds): 1.0/126 in-scope
     # lost, 35.0/60 out-of-scope abstained; the previous dense_max + log1p(lex_max) rule refitted the same way:
     # 1.15/126 lost, 30.1/60 abstained. Adding best-article BM25, top-1/top-5 score margins, agreement of the four
@@ -69,6 +75,10 @@ class SearchConfig:
     abstain_w_expansion: float = 1.04
     abstain_bias: float = -7.0
     abstain_below: float = -1.34
+
+    def weight(self, ranking: str) -> float:
+        """The fusion weight of one of `RANKINGS`."""
+        return float(getattr(self, f"w_{ranking}"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +103,13 @@ class Signals:
     coverage: float = 0.0
     expansion_terms: int = 0
     ranked: list[int] = field(default_factory=list)
+    # Per ranking (`RANKINGS`), the article positions in rank order (top `depth`), for diagnostics and fitting.
+    rankings: dict[str, list[int]] = field(default_factory=dict)
+
+    def rank_in(self, ranking: str, pos: int) -> int | None:
+        """1-based rank of article position `pos` in one ranking, None beyond its depth."""
+        order = self.rankings.get(ranking, [])
+        return order.index(pos) + 1 if pos in order else None
 
     def features(self) -> tuple[float, float, float]:
         """The abstain model's inputs, in the order of `ABSTAIN_FEATURES`."""
@@ -176,18 +193,19 @@ class Searcher:
         np.maximum.at(dense_p_art, self._passage_article, dense_p)
 
         fused = np.zeros(n, dtype=np.float64)
-        for weight, scores, needs_positive in (
-            (cfg.w_lex_passage, lex_p_art, True),
-            (cfg.w_lex_article, lex_a, True),
-            (cfg.w_dense_passage, dense_p_art, False),
-            (cfg.w_dense_article, dense_a, False),
+        rankings: dict[str, list[int]] = {}
+        for name, scores, needs_positive in (
+            ("lex_passage", lex_p_art, True),
+            ("lex_article", lex_a, True),
+            ("dense_passage", dense_p_art, False),
+            ("dense_article", dense_a, False),
         ):
-            if weight <= 0:
-                continue
-            order = np.argsort(-scores, kind="stable")[: cfg.depth]
+            order = [int(p) for p in np.argsort(-scores, kind="stable")[: cfg.depth]]
+            if needs_positive:
+                order = [p for p in order if scores[p] > 0]
+            rankings[name] = order
+            weight = cfg.weight(name)
             for rank, pos in enumerate(order):
-                if needs_positive and scores[pos] <= 0:
-                    break
                 fused[pos] += weight / (cfg.rrf_k + rank + 1)
         ranked = [int(i) for i in np.argsort(-fused, kind="stable") if fused[i] > 0]
         known = sum(1 for t in own if self.article_bm25.known(t))
@@ -197,6 +215,7 @@ class Searcher:
             coverage=known / len(own) if own else 0.0,
             expansion_terms=len(added),
             ranked=ranked,
+            rankings=rankings,
         )
         return sig, fused, lex_p, dense_p
 

@@ -24,12 +24,13 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from starlette.testclient import TestClient
 
-from panama_law import corpus, index
+from panama_law import corpus, embedding, index
 from panama_law.build import build_from_bytes, download_and_build, import_file
 from panama_law.corpus import CorpusError
-from panama_law.evaluate import fit_logistic, threshold
+from panama_law.evaluate import EvalItem, evaluate
+from panama_law.fit import fit_logistic, threshold
 from panama_law.schema import INPUT_SCHEMA, TOOL_NAME
-from panama_law.search import Searcher
+from panama_law.search import RANKINGS, Searcher
 from panama_law.server import ServerState, build_app
 from tests.search_server import SERVER_TOKEN
 
@@ -85,7 +86,7 @@ def test_index_build_from_shared_data(built_dir: Path, searcher: Searcher) -> No
     loaded = index.load(built_dir)
     assert len(loaded.articles) == 328
     assert len(loaded.passages) >= 328
-    assert loaded.passage_vectors.shape == (len(loaded.passages), 512)
+    assert loaded.passage_vectors.shape == (len(loaded.passages), embedding.DIM)
     assert loaded.source_sha256 == corpus.SOURCE_SHA256
     assert not list(built_dir.glob("*.tmp")), "no temporary files left behind"
 
@@ -324,3 +325,31 @@ def test_every_lexicon_expansion_term_occurs_in_the_constitution(searcher: Searc
 
     missing = sorted(w for w in formal_terms() if w not in STOPWORDS and not searcher.article_bm25.known(stem(w)))
     assert missing == []
+
+
+def test_abstain_cut_refuses_fewer_answerable_questions_when_refusing_costs_more() -> None:
+    """Overlapping classes: two out-of-scope scores (0.32, 0.33) sit above one in-scope score (0.3). At equal cost
+    the cut refuses that one answerable question (one error, not two); at the default cost it answers all four
+    in-scope questions and lets the two out-of-scope ones through."""
+    scores = np.array([0.0, 0.1, 0.2, 0.32, 0.33, 0.3, 0.35, 0.9, 1.0])
+    y = np.array([0, 0, 0, 0, 0, 1, 1, 1, 1])
+    assert threshold(scores, y, refuse_cost=1.0) == pytest.approx((0.33 + 0.35) / 2)
+    cut = threshold(scores, y)
+    assert cut == pytest.approx((0.2 + 0.3) / 2)
+    assert not np.any(scores[y == 1] < cut)
+
+
+def test_eval_reports_no_source_rate_and_explains_each_miss(searcher: Searcher) -> None:
+    items = [
+        EvalItem("a", "me botaron estando embarazada", frozenset({72})),
+        EvalItem("b", "me botaron estando embarazada", frozenset({1})),  # deliberately wrong gold: a miss
+        EvalItem("c", "cuál es la mejor receta de sancocho con ñame", frozenset()),
+    ]
+    report = evaluate(searcher, items, details=True)
+    assert report["in_scope_no_source_rate"] == 0.0 and report["abstain_rate_out_of_scope"] == 1.0
+    assert {"recall_at_3", "mrr_at_10", "in_scope_abstained", "out_of_scope_abstained"} <= report.keys()
+    (miss,) = report["misses"]
+    assert miss["id"] == "b" and miss["ranked_above"]
+    assert miss["ranked_above"][0]["article"] == 72
+    assert miss["ranked_above"][0]["decided_by"] in RANKINGS
+    assert set(miss["gold_ranks"]["1"]) == set(RANKINGS)

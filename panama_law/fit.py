@@ -1,0 +1,211 @@
+"""Fit the search's fusion weights and abstain model on labelled development files, with cross-validation.
+
+`python -m panama_law.fit fusion FILE...` and `python -m panama_law.fit abstain FILE...` print JSON tables that
+reproduce the constants in `search.SearchConfig`. Only development files belong here; held-out files are for
+`python -m panama_law eval` alone, after the constants are fixed.
+
+Both fits are chosen by repeated stratified 5-fold cross-validation of the whole procedure (choose on the training
+folds, count on the test fold), so a setting that only fits a few questions shows up as a CV loss.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import math
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .evaluate import EvalItem, load_items
+from .search import ABSTAIN_FEATURES, RANKINGS, Searcher, Signals
+
+# Refusing an answerable question costs the user more than being shown a weak source the model is told to treat
+# with care: the abstain cut minimizes REFUSE_COST x (in-scope refused) + (out-of-scope answered).
+REFUSE_COST = 4.0
+
+RRF_KS = (3.0, 5.0, 10.0, 20.0, 60.0)
+WEIGHT_GRID = (0.0, 0.5, 1.0, 2.0)
+
+# Candidate abstain signals, all cheap by-products of `Searcher.signals`.
+CANDIDATES: dict[str, Callable[[Signals], float]] = {
+    "dense_max": lambda s: s.dense_max,
+    "coverage": lambda s: s.coverage,
+    "log1p(expansion_terms)": lambda s: math.log1p(s.expansion_terms),
+    "log1p(lex_max)": lambda s: math.log1p(max(s.lex_max, 0.0)),
+}
+FEATURE_SETS: tuple[tuple[str, ...], ...] = (
+    ("dense_max",),
+    ("dense_max", "log1p(lex_max)"),
+    ("dense_max", "coverage"),
+    ("dense_max", "coverage", "log1p(expansion_terms)"),
+    ("dense_max", "log1p(lex_max)", "coverage", "log1p(expansion_terms)"),
+)
+
+
+# --- fusion ----------------------------------------------------------------------------------------------------------
+
+
+def _fused_metrics(
+    sigs: Sequence[Signals], golds: Sequence[frozenset[int]], numbers: Sequence[int], k: float, w: Sequence[float]
+) -> np.ndarray:
+    """Per question: (hit@3, reciprocal rank@10) of the fusion with rrf_k `k` and weights `w` (RANKINGS order)."""
+    out = np.zeros((len(sigs), 2))
+    for i, (sig, gold) in enumerate(zip(sigs, golds, strict=True)):
+        fused: dict[int, float] = {}
+        for name, weight in zip(RANKINGS, w, strict=True):
+            for place, pos in enumerate(sig.rankings.get(name, []), 1):
+                fused[pos] = fused.get(pos, 0.0) + weight / (k + place)
+        top = [numbers[p] for p, v in sorted(fused.items(), key=lambda kv: (-kv[1], kv[0]))[:10] if v > 0]
+        rank = next((r for r, n in enumerate(top, 1) if n in gold), None)
+        out[i] = (float(rank is not None and rank <= 3), 1.0 / rank if rank else 0.0)
+    return out
+
+
+def fit_fusion(searcher: Searcher, items: list[EvalItem], repeats: int = 10) -> dict[str, Any]:
+    in_scope = [i for i in items if i.gold]
+    sigs = [searcher.signals(i.question)[0] for i in in_scope]
+    golds = [i.gold for i in in_scope]
+    numbers = [a.number for a in searcher.articles]
+    grid = [(k, w) for k in RRF_KS for w in itertools.product(WEIGHT_GRID, repeat=len(RANKINGS)) if any(w)]
+    parts = np.array([_fused_metrics(sigs, golds, numbers, k, w) for k, w in grid])  # (configs, questions, 2)
+    table = parts.sum(2)  # the objective: recall@3 + MRR@10
+    rng = np.random.default_rng(0)
+    n = len(in_scope)
+    cv_total = np.zeros(2)
+    for _ in range(repeats):
+        perm = rng.permutation(n)
+        for fold in range(5):
+            test = perm[fold::5]
+            train = np.setdiff1d(np.arange(n), test)
+            best = int(np.argmax(table[:, train].mean(1)))
+            cv_total += parts[best, test].sum(0)
+    best = int(np.argmax(table.mean(1)))
+    cfg = searcher.config
+    current_key = (cfg.rrf_k, tuple(cfg.weight(name) for name in RANKINGS))
+    current = grid.index(current_key) if current_key in grid else None
+
+    def pair(values: np.ndarray) -> dict[str, float]:
+        return {"recall_at_3": round(float(values[0]), 4), "mrr_at_10": round(float(values[1]), 4)}
+
+    return {
+        "in_scope": n,
+        "objective": "recall@3 + MRR@10",
+        "cross_validated": pair(cv_total / repeats / n),
+        "chosen": {"rrf_k": grid[best][0], "weights": dict(zip(RANKINGS, grid[best][1], strict=True))},
+        "chosen_in_sample": pair(parts[best].mean(0)),
+        "current_config_in_sample": pair(parts[current].mean(0)) if current is not None else None,
+    }
+
+
+# --- abstain ---------------------------------------------------------------------------------------------------------
+
+
+def fit_logistic(x: np.ndarray, y: np.ndarray, l2: float = 1.0) -> tuple[np.ndarray, float]:
+    """Class-balanced, L2-regularized logistic regression by Newton steps on standardized features.
+
+    Returns weights and bias on the raw (unstandardized) features."""
+    mu, sd = x.mean(0), x.std(0) + 1e-9
+    z = np.hstack([(x - mu) / sd, np.ones((len(x), 1))])
+    w = np.zeros(z.shape[1])
+    cw = np.where(y == 1, 0.5 / y.mean(), 0.5 / (1 - y.mean()))
+    reg = l2 * np.r_[np.ones(len(w) - 1), 0.0]
+    for _ in range(100):
+        p = 1 / (1 + np.exp(-z @ w))
+        grad = z.T @ (cw * (p - y)) + reg * w
+        hess = (z * (cw * p * (1 - p))[:, None]).T @ z + np.diag(reg)
+        step = np.linalg.solve(hess, grad)
+        w -= step
+        if np.abs(step).max() < 1e-9:
+            break
+    coef = w[:-1] / sd
+    return coef, float(w[-1] - np.sum(w[:-1] * mu / sd))
+
+
+def threshold(scores: np.ndarray, y: np.ndarray, refuse_cost: float = REFUSE_COST) -> float:
+    """The abstain cut (abstain when score < cut) that minimizes refuse_cost x in-scope refused + out-of-scope
+    answered, placed halfway between the two scores it separates; among equal costs, the lowest cut (fewest
+    refusals). On separable data that is halfway between the lowest in-scope score and the highest out-of-scope
+    score below it."""
+    order = np.sort(np.unique(scores))
+    cuts = np.r_[order[0] - 1e-6, (order[:-1] + order[1:]) / 2, order[-1] + 1e-6]
+    inside, outside = scores[y == 1], scores[y == 0]
+    costs = [refuse_cost * np.sum(inside < c) + np.sum(outside >= c) for c in cuts]
+    return float(cuts[int(np.argmin(costs))])
+
+
+def cross_validate(
+    x: np.ndarray, y: np.ndarray, refuse_cost: float = REFUSE_COST, folds: int = 5, repeats: int = 20
+) -> tuple[float, float]:
+    """Repeated stratified k-fold CV of fit + threshold; mean in-scope lost and out-of-scope abstained per repeat."""
+    rng = np.random.default_rng(0)
+    lost = abstained = 0
+    for _ in range(repeats):
+        pos, neg = rng.permutation(np.flatnonzero(y == 1)), rng.permutation(np.flatnonzero(y == 0))
+        for k in range(folds):
+            test = np.r_[pos[k::folds], neg[k::folds]]
+            train = np.setdiff1d(np.arange(len(y)), test)
+            coef, bias = fit_logistic(x[train], y[train])
+            cut = threshold(x[train] @ coef + bias, y[train], refuse_cost)
+            abstain = x[test] @ coef + bias < cut
+            lost += int(np.sum(abstain & (y[test] == 1)))
+            abstained += int(np.sum(abstain & (y[test] == 0)))
+    return lost / repeats, abstained / repeats
+
+
+def fit_abstain(searcher: Searcher, items: list[EvalItem], chosen: Sequence[str]) -> dict[str, Any]:
+    sigs = [searcher.signals(item.question)[0] for item in items]
+    y = np.array([1 if item.gold else 0 for item in items])
+    table = []
+    for names in FEATURE_SETS:
+        x = np.array([[CANDIDATES[n](s) for n in names] for s in sigs])
+        row: dict[str, Any] = {"features": list(names)}
+        for cost in (1.0, REFUSE_COST, 10.0):
+            lost, abst = cross_validate(x, y, cost)
+            row[f"cv_refuse_cost_{cost:g}"] = {"in_scope_lost": lost, "out_of_scope_abstained": abst}
+        table.append(row)
+    x = np.array([[CANDIDATES[n](s) for n in chosen] for s in sigs])
+    coef, bias = fit_logistic(x, y)
+    scores = x @ coef + bias
+    cut = threshold(scores, y)
+    return {
+        "in_scope": int(y.sum()),
+        "out_of_scope": int(len(y) - y.sum()),
+        "refuse_cost": REFUSE_COST,
+        "cv_table": table,
+        "chosen": {
+            "features": list(chosen),
+            "weights": [round(float(c), 2) for c in coef],
+            "bias": round(bias, 2),
+            "abstain_below": round(cut, 3),
+            "in_sample_in_scope_lost": int(np.sum((scores < cut) & (y == 1))),
+            "in_sample_out_of_scope_abstained": int(np.sum((scores < cut) & (y == 0))),
+        },
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    from . import index
+    from .settings import ServerSettings
+
+    parser = argparse.ArgumentParser(prog="python -m panama_law.fit", description=__doc__)
+    parser.add_argument("what", choices=("fusion", "abstain"))
+    parser.add_argument("files", nargs="+", type=Path, help="labelled development JSONL files (never held-out)")
+    parser.add_argument("--data-dir", type=Path, help="index directory (env PANAMA_LAW_DATA_DIR)")
+    args = parser.parse_args(argv)
+    settings = ServerSettings(**({"data_dir": args.data_dir} if args.data_dir else {}))
+    items = [item for path in args.files for item in load_items(path)]
+    loaded = index.load(settings.data_dir)
+    if args.what == "fusion":
+        report = fit_fusion(Searcher(loaded), items)
+    else:
+        report = fit_abstain(Searcher(loaded), items, ABSTAIN_FEATURES)
+    print(json.dumps(report, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
