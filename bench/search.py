@@ -13,7 +13,6 @@ import asyncio
 import json
 import os
 import resource
-import socket
 import statistics
 import subprocess
 import sys
@@ -28,15 +27,15 @@ from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
 ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_SOURCE = ROOT / "../shared/data/constitucion_panama.json"
+if str(ROOT) not in sys.path:  # `python bench/search.py` from the repository root
+    sys.path.insert(0, str(ROOT))
+
+from bench.stats import percentile  # noqa: E402
+from tests import constitution  # noqa: E402
+from tests.ports import free_port  # noqa: E402
+
 DEFAULT_EVAL = ROOT / "../shared/eval/retrieval_visible.jsonl"
 RESULTS = ROOT / "bench" / "results" / "search.json"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _peak_rss_mb(pid: int) -> float | None:
@@ -48,12 +47,6 @@ def _peak_rss_mb(pid: int) -> float | None:
     except OSError:
         return None
     return None
-
-
-def _percentile(values: list[float], pct: float) -> float:
-    ordered = sorted(values)
-    k = max(0, min(len(ordered) - 1, round(pct / 100 * (len(ordered) - 1))))
-    return ordered[k]
 
 
 async def _run_queries(url: str, questions: list[str], n: int) -> list[float]:
@@ -79,8 +72,14 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--queries", type=int, default=600)
     parser.add_argument("--eval-file", type=Path, default=DEFAULT_EVAL)
-    parser.add_argument("--source", type=Path, default=DEFAULT_SOURCE)
+    parser.add_argument("--source", type=Path, default=None, help="default: beside the checkout, cached or downloaded")
     args = parser.parse_args()
+    if args.source is None:
+        found = constitution.lookup()
+        if found.path is None:
+            print(f"bench/search.py: {found.why_missing}; pass --source PATH", file=sys.stderr)
+            return 2
+        args.source = found.path
     questions = [json.loads(line)["question"] for line in args.eval_file.read_text("utf-8").splitlines() if line]
 
     with tempfile.TemporaryDirectory(prefix="panama-law-bench-") as data_dir:
@@ -95,7 +94,7 @@ def main() -> int:
         # Only the import child has ended so far, so the children's peak RSS is the build's.
         build_rss_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
 
-        port = _free_port()
+        port = free_port()
         env = {**os.environ, "PANAMA_LAW_LOG_LEVEL": "warning"}
         proc = subprocess.Popen(
             [sys.executable, "-m", "panama_law", "serve", "--port", str(port), "--data-dir", data_dir],
@@ -125,8 +124,8 @@ def main() -> int:
     figures: dict[str, Any] = {
         "queries": len(timings),
         "p50_ms": round(statistics.median(timings), 2),
-        "p90_ms": round(_percentile(timings, 90), 2),
-        "p99_ms": round(_percentile(timings, 99), 2),
+        "p90_ms": round(percentile(timings, 90), 2),
+        "p99_ms": round(percentile(timings, 99), 2),
         "max_ms": round(max(timings), 2),
         "index_build_s": round(build_s, 2),
         "index_build_peak_rss_mb": round(build_rss_mb, 1),
