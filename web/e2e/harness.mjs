@@ -108,7 +108,7 @@ export async function openPage(config) {
   page.on('console', (msg) => {
     if (msg.type() === 'error') diagnostics.consoleErrors.push(msg.text().slice(0, 500));
   });
-  page.on('pageerror', (err) => diagnostics.pageErrors.push(String(err).slice(0, 500)));
+  page.on('pageerror', (err) => diagnostics.pageErrors.push(String(err.stack || err).slice(0, 1500)));
   page.on('requestfailed', (req) => {
     diagnostics.failedRequests.push(`${req.method()} ${req.url()} ${req.failure()?.errorText ?? ''}`.slice(0, 300));
   });

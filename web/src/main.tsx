@@ -1,7 +1,10 @@
 import { createRoot } from 'react-dom/client';
 
 import { App } from './App';
+import { installStreamErrorFilter } from './streamErrors';
 import './styles.css';
+
+installStreamErrorFilter();
 
 const root = document.getElementById('root');
 if (!root) throw new Error('missing #root');
