@@ -118,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
 
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    logging.getLogger("mcp").setLevel(logging.WARNING)  # one INFO line per stateless request otherwise
+    logging.getLogger("mcp").setLevel(logging.WARNING)  # the SDK logs one INFO line per request otherwise
     try:
         settings = _settings(args)
         if args.command == "serve":

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import hmac
-import json
 import logging
 import os
 import threading
@@ -241,7 +240,3 @@ def build_app(
     app = Starlette(routes=routes, lifespan=lifespan)
     app.router.redirect_slashes = False
     return app
-
-
-def describe_tool() -> str:
-    return json.dumps({"name": TOOL_NAME, "inputSchema": INPUT_SCHEMA, "outputSchema": OUTPUT_SCHEMA})

@@ -137,22 +137,8 @@ class FakeMcpServer:
             self.delete_requests += 1
         if b.stall_posts_while_get_open and self.open_gets:
             await asyncio.Event().wait()  # stalls until the client gives up
-        body = b""
-        more = True
-        while more:
-            msg = await receive()
-            body += msg.get("body", b"")
-            more = msg.get("more_body", False)
-        method = None
-        with contextlib.suppress(Exception):
-            method = json.loads(body).get("method")
-        if method == "notifications/cancelled":
-            self.cancel_notifications += 1
-        if method:
-            self.methods.append(method)
-        if method == "tools/call":
-            self.tool_call_posts += 1
-            self.auth_headers.append(headers.get("authorization"))
+        body = await _read_body(receive)
+        method = self._record(body, headers)
         if b.token is not None and headers.get("authorization") != f"Bearer {b.token}":
             await _plain(send, 401, b'{"error":"unauthorized"}')
             return
@@ -160,14 +146,7 @@ class FakeMcpServer:
             await _plain(send, b.call_faults.pop(0), b.fault_body)
             return
         if method == "initialize" and b.force_protocol_version is not None:
-            request_id = json.loads(body).get("id")
-            result = {
-                "protocolVersion": b.force_protocol_version,
-                "capabilities": {"tools": {}},
-                "serverInfo": {"name": "lexvoz-test-search", "version": "0"},
-            }
-            reply = json.dumps({"jsonrpc": "2.0", "id": request_id, "result": result}).encode()
-            await _plain(send, 200, reply)
+            await _plain(send, 200, _initialize_reply(body, b.force_protocol_version))
             return
 
         sent = False
@@ -180,6 +159,20 @@ class FakeMcpServer:
             return await receive()
 
         await self._app(scope, replay, send)
+
+    def _record(self, body: bytes, headers: dict[str, str]) -> str | None:
+        """Count what the client sent, as the tests read it back; returns the JSON-RPC method."""
+        method = None
+        with contextlib.suppress(Exception):
+            method = json.loads(body).get("method")
+        if method == "notifications/cancelled":
+            self.cancel_notifications += 1
+        if method:
+            self.methods.append(method)
+        if method == "tools/call":
+            self.tool_call_posts += 1
+            self.auth_headers.append(headers.get("authorization"))
+        return method
 
     async def _serve_get(self, scope: Scope, receive: Receive, send: Send) -> None:
         self.get_requests += 1
@@ -214,6 +207,26 @@ class FakeMcpServer:
             yield self
         finally:
             await self.stop()
+
+
+async def _read_body(receive: Receive) -> bytes:
+    body = b""
+    more = True
+    while more:
+        msg = await receive()
+        body += msg.get("body", b"")
+        more = msg.get("more_body", False)
+    return body
+
+
+def _initialize_reply(body: bytes, protocol_version: str) -> bytes:
+    """An `initialize` answer that claims `protocol_version`, to test how the client meets an unknown one."""
+    result = {
+        "protocolVersion": protocol_version,
+        "capabilities": {"tools": {}},
+        "serverInfo": {"name": "lexvoz-test-search", "version": "0"},
+    }
+    return json.dumps({"jsonrpc": "2.0", "id": json.loads(body).get("id"), "result": result}).encode()
 
 
 async def _plain(send: Send, status: int, body: bytes) -> None:

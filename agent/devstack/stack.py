@@ -296,9 +296,9 @@ def main(argv: list[str] | None = None) -> int:
     stack = Stack(options)
     if stack.rehearsal:
         print(
-            "OPENAI_API_KEY no está definido: se inicia el MODO DE ENSAYO con el simulador local del protocolo "
-            "Realtime.\nLas preguntas escritas pasan por la herramienta, el gateway y el servidor de búsqueda "
-            "reales; las respuestas habladas son una plantilla fija.",
+            "OPENAI_API_KEY is not set: starting in REHEARSAL MODE with the local Realtime protocol stand-in.\n"
+            "Typed questions go through the real tool, gateway and search server; spoken answers are a fixed "
+            "Spanish template.",
             flush=True,
         )
     stop = threading.Event()
@@ -321,7 +321,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"lexvoz: {exc}", file=sys.stderr)
         return 1
     print(
-        f"\nLexvoz listo: abra {stack.web_url} en el navegador.  (Ctrl-C para detener; registros en "
+        f"\nLexvoz is ready: open {stack.web_url} in a browser.  (Ctrl-C stops everything; logs in "
         f"{stack.opts.log_dir})\n",
         flush=True,
     )
@@ -330,13 +330,13 @@ def main(argv: list[str] | None = None) -> int:
             dead = [c for c in stack.children if c.proc.poll() is not None]
             if dead:
                 print(
-                    f"lexvoz: {dead[0].name} terminó inesperadamente; deteniendo todo.\n{_tail(dead[0].log)}",
+                    f"lexvoz: {dead[0].name} exited unexpectedly; stopping everything.\n{_tail(dead[0].log)}",
                     file=sys.stderr,
                 )
                 return 1
             stop.wait(0.5)
     finally:
-        print("Deteniendo…", flush=True)
+        print("Stopping…", flush=True)
         stack.stop()
     return 0
 

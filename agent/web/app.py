@@ -130,11 +130,11 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     app = create_app(settings, static_dir=args.static_dir)
     static_dir = app[STATIC_DIR_KEY]
-    print(f"Lexvoz: abra {_display_url(host, port)} en el navegador (LiveKit: {public_url(settings)})", flush=True)
+    print(f"Lexvoz: open {_display_url(host, port)} in a browser (LiveKit: {public_url(settings)})", flush=True)
     if not (static_dir / "index.html").is_file():
-        print("Aviso: la página no está construida; ejecute `make web`.", flush=True)
+        print(f"Warning: the page is not built at {static_dir}; run `make web` (or set LEXVOZ_WEB_DIST).", flush=True)
     if settings.rehearsal:
-        print("Modo de ensayo activo (LEXVOZ_REHEARSAL).", flush=True)
+        print("Rehearsal mode is on (LEXVOZ_REHEARSAL): the page shows a rehearsal banner.", flush=True)
     web.run_app(app, host=host, port=port, print=None, **runner_options(settings))
     return 0
 

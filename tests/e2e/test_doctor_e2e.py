@@ -111,9 +111,9 @@ def test_ctrl_c_stops_make_run_without_errors_or_leftovers(e2e_stack: E2EStack, 
         assert runner.stdout is not None
         for line in runner.stdout:  # blocks on the pipe: wakes on each line
             output.append(line)
-            if "Lexvoz listo" in line:
+            if "Lexvoz is ready" in line:
                 break
-        assert any("Lexvoz listo" in line for line in output), "".join(output)
+        assert any("Lexvoz is ready" in line for line in output), "".join(output)
         processes = psutil.Process(runner.pid).children(recursive=True)
         assert len(processes) >= 5  # livekit-server, search, stand-in, web, worker (+ its job processes)
 
