@@ -177,6 +177,10 @@ class EvidenceLedger:
             extra={"error": type(exc).__name__},
         )
 
+    async def flush(self) -> None:
+        """Wait until every entry recorded so far is written or given up (no time limit: see `close`)."""
+        await self._queue.join()
+
     async def close(self, timeout: float = 5.0) -> None:  # noqa: ASYNC109 - the API takes a flush budget
         """Flush what is queued (up to `timeout` seconds), then stop. Unflushed entries are counted."""
         self._closing = True
