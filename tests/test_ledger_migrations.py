@@ -143,3 +143,11 @@ def test_two_openers_of_a_new_file_apply_each_step_once(tmp_path: Path) -> None:
         t.join(timeout=60)
     assert not errors, errors
     assert sorted(n for steps in applied for n in steps) == list(range(1, SCHEMA_VERSION + 1))
+
+
+def test_a_store_no_writer_has_opened_yet_reads_as_empty(tmp_path: Path) -> None:
+    """A reader racing the first writer (file created, schema not yet committed) sees no calls, not an error."""
+    path = tmp_path / "ledger.sqlite3"
+    path.touch()
+    assert read_room(path, "sala-1") == []
+    assert ledger_main(["export", "--since", "2025-01-01", "--until", "2025-01-02", "--path", str(path)]) == 0

@@ -73,6 +73,9 @@ def _calls(conn: Connection, query: Select[Any]) -> list[dict[str, Any]]:
 def read_room(location: str | Path, room: str) -> list[dict[str, Any]]:
     """Every tool call of `room` in the order it was recorded, each with its sources."""
     store = LedgerStore.open(location, readonly=True)
+    if store.empty:
+        store.close()
+        return []
     try:
         with store.engine.connect() as conn:
             return _calls(conn, select(*_CALL_COLUMNS).where(tool_calls.c.room == room).order_by(tool_calls.c.id))
@@ -83,6 +86,9 @@ def read_room(location: str | Path, room: str) -> list[dict[str, Any]]:
 def room_erasures(location: str | Path, room: str) -> list[dict[str, Any]]:
     """The `forget` events for `room`: why a room may show no calls."""
     store = LedgerStore.open(location, readonly=True)
+    if store.empty:
+        store.close()
+        return []
     try:
         with store.engine.connect() as conn:
             query = (
@@ -100,6 +106,8 @@ def read_range(location: str | Path, since: datetime, until: datetime) -> Iterat
     store = LedgerStore.open(location, readonly=True)
     low, high = format_ts(since), format_ts(until)
     try:
+        if store.empty:
+            return
         after: tuple[str, int] | None = None
         while True:
             with store.engine.connect() as conn:

@@ -155,6 +155,7 @@ class LedgerStore:
     def __init__(self, engine: Engine, location: str | Path) -> None:
         self.engine = engine
         self.location = location
+        self.empty = False  # a reader found no schema at all: no writer has opened it yet
 
     @classmethod
     def open(cls, location: str | Path, *, readonly: bool = False) -> LedgerStore:
@@ -188,8 +189,10 @@ class LedgerStore:
             return current_version(conn)
 
     def check_version(self) -> None:
+        """For a reader: the store is on this program's schema, or still empty (nothing written yet)."""
         version = self.version()
-        if version != SCHEMA_VERSION:
+        self.empty = version == 0
+        if version != SCHEMA_VERSION and not self.empty:
             state = "newer than" if version > SCHEMA_VERSION else "older than"
             hint = "" if version > SCHEMA_VERSION else "; run `python -m agent ledger migrate` (or start a worker)"
             raise LedgerSchemaError(f"ledger schema {version} is {state} this program's ({SCHEMA_VERSION}){hint}")
