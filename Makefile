@@ -12,7 +12,7 @@ INTEROP_STAMP := tests/interop/node_modules/.installed
 PANAMA_LAW_SOURCE ?=
 export PANAMA_LAW_SOURCE
 
-.PHONY: help venv web web-deps interop-deps livekit-server browser run test test-fast test-web evals lint format bench clean
+.PHONY: help venv web web-deps interop-deps livekit-server browser postgres run test test-fast test-web evals lint format bench clean
 
 help:
 	@echo "make run        start livekit-server, the search server, the page service and the worker"
@@ -57,10 +57,21 @@ browser:
 	  else echo "install Debian's chromium package (apt-get install chromium) for the browser tests"; exit 1; fi; \
 	fi
 
+# Debian's PostgreSQL server binaries for the ledger tests (marker `postgres`): the tests run their own
+# throwaway cluster in a temporary folder, so the package is told not to create a system cluster.
+postgres:
+	@if ! compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null; then \
+	  if command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ]; then \
+	    mkdir -p /etc/postgresql-common; \
+	    [ -e /etc/postgresql-common/createcluster.conf ] || echo 'create_main_cluster = false' >/etc/postgresql-common/createcluster.conf; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq -o Dpkg::Options::=--force-confold postgresql >/dev/null; \
+	  else echo "install Debian's postgresql package (apt-get install postgresql) for the ledger tests"; exit 1; fi; \
+	fi
+
 run: $(STAMP) web livekit-server
 	$(PY) -m agent run
 
-test: $(STAMP) web interop-deps livekit-server browser
+test: $(STAMP) web interop-deps livekit-server browser postgres
 	cd web && npm test
 	$(PY) -m pytest
 

@@ -4,7 +4,7 @@
 - `web`: the token and page service
 - `mcp-check URL`: check any MCP server against the search_panama_law contract
 - `doctor`: check a deployment (LiveKit, dispatch, OpenAI key, MCP server, ledger, page build)
-- `ledger show --room ROOM`: what was researched and shown in a room
+- `ledger show|export|purge|forget|migrate`: read and maintain the evidence ledger
 - `run`: the whole local stack (livekit-server, search server, page service, worker)
 - `livekit-server`: find or build the livekit-server binary and print its path
 """
@@ -48,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
 
         return doctor_main(rest)
     if command == "ledger":
-        from agent.ops.ledger_show import ledger_main
+        from agent.ops.ledger.cli import ledger_main
 
         return ledger_main(rest)
     if command == "livekit-server":

@@ -21,7 +21,7 @@ import aiohttp
 from livekit import api
 
 from agent.mcp.check import DEFAULT_QUERY, check
-from agent.ops.ledger import open_ledger
+from agent.ops.ledger.store import describe_location, probe_writable
 from agent.settings import Settings, SettingsError, get_settings
 
 Status = Literal["pass", "fail", "skip"]
@@ -173,24 +173,18 @@ async def check_mcp(settings: Settings) -> str:
 
 
 async def check_ledger(settings: Settings) -> str:
-    path = settings.ledger_path
+    if not settings.ledger_enabled:
+        return "off (LEXVOZ_LEDGER=off): no tool calls are recorded"
+    where = describe_location(settings.ledger_location)
+    variable = "LEXVOZ_LEDGER_URL" if settings.ledger_url else "LEXVOZ_LEDGER_PATH"
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        conn = open_ledger(path)
-        try:
-            with conn:
-                conn.execute("CREATE TEMP TABLE doctor_probe (x INTEGER)")
-                conn.execute("INSERT INTO doctor_probe VALUES (1)")
-            conn.execute("BEGIN IMMEDIATE")  # takes the file's write lock: fails on a read-only store
-            conn.rollback()
-        finally:
-            conn.close()
+        await asyncio.to_thread(probe_writable, settings.ledger_location)
     except Exception as exc:
         raise CheckFailed(
-            f"{path} is not writable ({type(exc).__name__}: {exc})",
-            "set LEXVOZ_LEDGER_PATH to a writable file path",
+            f"{where} is not writable ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})",
+            f"set {variable} to a writable SQLite file path or a reachable postgresql:// URL",
         ) from None
-    return f"{path} is writable"
+    return f"{where} is writable"
 
 
 async def check_page(settings: Settings) -> str:

@@ -94,7 +94,13 @@ class Settings(BaseSettings):
     # Observability and audit
     prometheus_port: int | None = Field(default=None, ge=0, le=65535, alias="LEXVOZ_PROMETHEUS_PORT")
     otlp_endpoint: AnyHttpUrl | None = Field(default=None, alias="OTEL_EXPORTER_OTLP_ENDPOINT")
+    # The evidence ledger: on unless LEXVOZ_LEDGER=off; a SQLite file (LEXVOZ_LEDGER_PATH, one host) unless
+    # LEXVOZ_LEDGER_URL names another store (postgresql://... shared by every worker, or a SQLite path).
+    ledger_enabled: bool = Field(default=True, alias="LEXVOZ_LEDGER")
     ledger_path: Path = Field(default=Path("var/ledger.sqlite3"), alias="LEXVOZ_LEDGER_PATH")
+    ledger_url: str | None = Field(default=None, alias="LEXVOZ_LEDGER_URL")
+    # `python -m agent ledger purge` erases calls older than this many days; unset keeps everything.
+    ledger_retention_days: int | None = Field(default=None, ge=1, le=36_500, alias="LEXVOZ_LEDGER_RETENTION_DAYS")
     # The HMAC key behind every digest of user text (ledger, logs, traces); created on first run, owner-only.
     digest_key_path: Path | None = Field(default=None, alias="LEXVOZ_DIGEST_KEY_PATH")
 
@@ -125,6 +131,8 @@ class Settings(BaseSettings):
         "public_livekit_url",
         "digest_key_path",
         "allowed_origins",
+        "ledger_url",
+        "ledger_retention_days",
         mode="before",
     )
     @classmethod
@@ -154,6 +162,16 @@ class Settings(BaseSettings):
             raise ValueError("must start with ws://, wss://, http:// or https://")
         return v
 
+    @field_validator("ledger_url")
+    @classmethod
+    def _ledger_store(cls, v: str | None) -> str | None:
+        if v is None or "://" not in v:
+            return v
+        scheme = v.split("://", 1)[0].lower()
+        if scheme not in ("postgresql", "postgres", "postgresql+psycopg", "sqlite"):
+            raise ValueError("must be a SQLite file path, sqlite:///PATH or postgresql://USER@HOST/DB")
+        return v
+
     @field_validator("allowed_origins")
     @classmethod
     def _origins(cls, v: str | None) -> str | None:
@@ -179,6 +197,11 @@ class Settings(BaseSettings):
     def allowed_origin_list(self) -> tuple[str, ...]:
         """Origins from LEXVOZ_ALLOWED_ORIGINS, normalized; empty means "same origin as the page"."""
         return tuple(self.allowed_origins.split(",")) if self.allowed_origins else ()
+
+    @property
+    def ledger_location(self) -> str | Path:
+        """The ledger's store: LEXVOZ_LEDGER_URL when set, else the SQLite file LEXVOZ_LEDGER_PATH."""
+        return self.ledger_url or self.ledger_path
 
     @property
     def digest_key_file(self) -> Path:

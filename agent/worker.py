@@ -21,7 +21,7 @@ from agent.ops.ledger import EvidenceLedger
 from agent.ops.redact import RedactingFilter
 from agent.ops.telemetry import setup_tracing, shutdown_tracing
 from agent.settings import Settings, SettingsError, get_settings
-from agent.voice.conversation import Conversation, close_shared_gateway, start_conversation
+from agent.voice.conversation import Conversation, close_shared_gateway, shared_gateway, start_conversation
 from agent.voice.model_link import install_framework_noise_filter
 from agent.voice.observers import ledger_observer
 
@@ -144,13 +144,17 @@ async def run_job(
 
     ctx.add_shutdown_callback(_shutdown)
     await ctx.connect()
+    gateway = shared_gateway(job_settings)  # the process's one MCP session; the ledger records its server
     # When the session closes (the user left, or the voice model failed and the room was told), end the
     # job too instead of idling in the room until livekit-server times the agent out.
     return await start_conversation(
         ctx.room,
         job_settings,
         vad=ctx.proc.userdata.get("vad"),
-        observers=[ledger_observer(ledger, room=ctx.room.name, session_id=ctx.job.id)],
+        gateway=gateway,
+        observers=[
+            ledger_observer(ledger, room=ctx.room.name, session_id=ctx.job.id, server=lambda: gateway.server_info)
+        ],
         http_session=http_session,
         on_end=lambda reason: ctx.shutdown(reason=reason),
     )

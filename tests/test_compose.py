@@ -51,7 +51,7 @@ def test_compose_matches_the_compose_specification() -> None:
 
 def test_compose_services_and_commands() -> None:
     services = _compose()["services"]
-    assert set(services) == {"livekit", "search", "agent", "web"}
+    assert set(services) == {"livekit", "search", "ledger-db", "agent", "web"}
     assert services["livekit"]["image"] == "livekit/livekit-server:v1.13.5"
     assert services["livekit"]["command"].startswith("--config /etc/livekit.yaml")
     assert "./livekit.yaml:/etc/livekit.yaml:ro" in services["livekit"]["volumes"]
@@ -65,6 +65,13 @@ def test_compose_services_and_commands() -> None:
     assert agent_env["LEXVOZ_MCP_URL"] == "http://search:8765/mcp"
     # the token the agent sends is the token the search server checks
     assert agent_env["LEXVOZ_MCP_TOKEN"] == services["search"]["environment"]["PANAMA_LAW_TOKEN"]
+    # the ledger: one PostgreSQL for every worker, healthy before the agent starts, never published
+    ledger_db = services["ledger-db"]
+    assert ledger_db["image"].startswith("postgres:") and "ports" not in ledger_db
+    assert ledger_db["environment"]["POSTGRES_PASSWORD"].startswith("${LEXVOZ_LEDGER_DB_PASSWORD:?")
+    assert services["agent"]["depends_on"]["ledger-db"]["condition"] == "service_healthy"
+    assert agent_env["LEXVOZ_LEDGER_URL"].startswith("postgresql://lexvoz:${LEXVOZ_LEDGER_DB_PASSWORD:?")
+    assert agent_env["LEXVOZ_LEDGER_URL"].endswith("@ledger-db:5432/ledger")
     web_env = services["web"]["environment"]
     assert web_env["LEXVOZ_WEB_HOST"] == "0.0.0.0"
     assert "LEXVOZ_PUBLIC_LIVEKIT_URL" in web_env

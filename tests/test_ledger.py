@@ -1,4 +1,4 @@
-"""Evidence ledger: round trip, WAL, migrations, append-only, failure isolation, CLI."""
+"""Evidence ledger on SQLite: round trip, WAL, migrations, append-only, failure isolation, CLI."""
 
 from __future__ import annotations
 
@@ -19,11 +19,15 @@ from agent.ops.ledger import (
     SCHEMA_VERSION,
     EvidenceLedger,
     LedgerEntry,
+    LedgerSchemaError,
+    LedgerSource,
+    LedgerStore,
     excerpt_sha256,
-    open_ledger,
     sources_from,
 )
-from agent.ops.ledger_show import escape_untrusted, ledger_main, read_room
+from agent.ops.ledger.cli import ledger_main
+from agent.ops.ledger.reader import read_room
+from agent.ops.ledger.render import escape_untrusted
 
 QUERY = "Mi cédula es 8-123-4567, ¿qué dice el artículo 72 de la Constitución?"
 EXCERPT = "Artículo 72. Se protege la maternidad de la mujer trabajadora…"
@@ -40,8 +44,10 @@ def _entry(room: str = "sala-1", turn: int = 1, **kw: object) -> LedgerEntry:
         "outcome": "completed",
         "duration_ms": 123.4,
         "sources": (
-            ("Constitución Política, art. 72", "https://www.gacetaoficial.gob.pa/x", EXCERPT),
-            ("Código de Trabajo, art. 105", None, "Artículo 105. …"),
+            LedgerSource(
+                "Constitución Política, art. 72", "https://www.gacetaoficial.gob.pa/x", EXCERPT, "Constitución"
+            ),
+            LedgerSource("Código de Trabajo, art. 105", None, "Artículo 105. …"),
         ),
         "ts": datetime(2025, 1, 2, 3, 4, 5, 678000, tzinfo=UTC),
     }
@@ -79,21 +85,23 @@ async def test_round_trip(tmp_path: Path) -> None:
     assert first["outcome"] == "completed" and first["duration_ms"] == pytest.approx(123.4)
     assert first["sources"][0] == {
         "position": 1,
+        "title": "Constitución",
         "citation": "Constitución Política, art. 72",
         "official_source_url": "https://www.gacetaoficial.gob.pa/x",
+        "excerpt": EXCERPT,
         "excerpt_sha256": hashlib.sha256(EXCERPT.encode("utf-8")).hexdigest(),
     }
-    assert first["sources"][1]["official_source_url"] is None
+    assert first["sources"][1]["official_source_url"] is None and first["sources"][1]["title"] is None
     assert calls[1]["outcome"] == "failed" and calls[1]["reason"] == "timeout" and calls[1]["sources"] == []
-    # nothing of the original text or excerpt is in the file
+    # the question's personal data is not in the file; the excerpt as shown is
     raw = _raw_bytes(tmp_path)
     assert b"8-123-4567" not in raw
-    assert b"maternidad" not in raw
+    assert b"maternidad" in raw
 
 
 def test_sources_from_contract_sources() -> None:
     src = Source(title="t", citation="Ley 34 de 1949, art. 1", excerpt=" texto ", official_source_url=None)
-    assert sources_from([src]) == (("Ley 34 de 1949, art. 1", None, "texto"),)
+    assert sources_from([src]) == (LedgerSource("Ley 34 de 1949, art. 1", None, "texto", "t"),)
     assert excerpt_sha256("texto") == hashlib.sha256(b"texto").hexdigest()
 
 
@@ -105,13 +113,15 @@ def test_unknown_outcome_is_a_programming_error() -> None:
 def test_wal_mode_and_migrations(tmp_path: Path) -> None:
     path = tmp_path / "ledger.sqlite3"
     path.touch()  # an empty existing file is migrated like a new one
-    conn = open_ledger(path)
+    LedgerStore.open(path).close()
+    conn = sqlite3.connect(path)
     try:
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
         assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
     finally:
         conn.close()
-    conn = open_ledger(path)  # idempotent re-open
+    assert LedgerStore.open(path).migrate() == []  # idempotent re-open
+    conn = sqlite3.connect(path)
     try:
         assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
         tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
@@ -125,14 +135,14 @@ def test_newer_schema_is_refused(tmp_path: Path) -> None:
     conn = sqlite3.connect(path)
     conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
     conn.close()
-    with pytest.raises(RuntimeError):
-        open_ledger(path)
+    with pytest.raises(LedgerSchemaError, match="newer"):
+        LedgerStore.open(path)
 
 
 async def test_append_only(tmp_path: Path) -> None:
     path = tmp_path / "ledger.sqlite3"
     await _write(path, _entry())
-    conn = open_ledger(path)
+    conn = sqlite3.connect(path)
     try:
         for sql in (
             "UPDATE tool_calls SET outcome = 'failed'",
@@ -159,12 +169,12 @@ async def test_failing_writes_are_counted_and_retried(tmp_path: Path) -> None:
     path = tmp_path / "ledger.sqlite3"
     attempts = 0
 
-    def flaky(p: Path) -> sqlite3.Connection:
+    def flaky(p: str | Path) -> LedgerStore:
         nonlocal attempts
         attempts += 1
         if attempts <= 3:
             raise sqlite3.OperationalError("unable to open database file")
-        return open_ledger(p)
+        return LedgerStore.open(p)
 
     before = metrics.ledger_write_failures_total._value.get()
     ledger = EvidenceLedger(path, connect=flaky, backoff_initial_s=0.001, backoff_max_s=0.01)
@@ -217,6 +227,7 @@ async def test_cli_text_and_json(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert "[cédula]" in text and "8-123-4567" not in text
     assert query_digest(QUERY) in text
     assert "Constitución Política, art. 72" in text and excerpt_sha256(EXCERPT) in text
+    assert f"«{EXCERPT}»" in text  # what the user read, not only its hash
     assert text.index("turn 1") < text.index("turn 2")
     assert "discarded (stale)" in text
 
@@ -262,7 +273,7 @@ async def test_ledger_file_and_folder_are_owner_only(tmp_path: Path) -> None:
         assert stat.S_IMODE(f.stat().st_mode) == 0o600, f.name
 
     fresh = tmp_path / "new" / "deeper" / "ledger.sqlite3"
-    open_ledger(fresh).close()
+    LedgerStore.open(fresh).close()
     assert stat.S_IMODE(fresh.parent.stat().st_mode) == 0o700
     assert stat.S_IMODE(fresh.stat().st_mode) == 0o600
 
@@ -271,7 +282,8 @@ async def test_cli_escapes_control_and_bidi_characters(tmp_path: Path, capsys: p
     """A search result that carries terminal escapes or a right-to-left override is shown, not obeyed."""
     hostile = "Ley 1\x1b[2J\x1b]0;pwned\x07 art. \u202eevil\u2066 \x9b31m fin"
     path = tmp_path / "ledger.sqlite3"
-    await _write(path, _entry(query="consulta\r\x1b[1A", sources=((hostile, "https://x.test/\u202e", "e"),)))
+    sources = (LedgerSource(hostile, "https://x.test/\u202e", "ex\x1b[2Jcerpt", "t\u202eitle"),)
+    await _write(path, _entry(query="consulta\r\x1b[1A", sources=sources))
     assert ledger_main(["show", "--room", "sala-1", "--path", str(path)]) == 0
     text = capsys.readouterr().out
     for raw in ("\x1b", "\x07", "\u202e", "\u2066", "\x9b", "\r"):

@@ -15,7 +15,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from agent.mcp.gateway import GatewayOptions, McpGateway
 from agent.ops import metrics
 from agent.ops.ledger import EvidenceLedger
-from agent.ops.ledger_show import ledger_main, read_room
+from agent.ops.ledger.cli import ledger_main
+from agent.ops.ledger.reader import read_room
 from agent.ops.telemetry import setup_tracing
 from agent.voice.evidence import EvidencePublisher
 from agent.voice.observers import count_tool_call, ledger_observer

@@ -15,7 +15,7 @@ import aiohttp
 import pytest
 from prometheus_client import REGISTRY
 
-from agent.ops.ledger_show import read_room
+from agent.ops.ledger.reader import read_room
 from agent.ops.redact import RedactingFilter
 from agent.settings import Settings, get_settings
 from agent.voice.conversation import close_shared_gateway

@@ -63,6 +63,7 @@ class Connection:
         self.tool: types.Tool | None = None
         self.output_validator: Validator | None = None
         self.protocol_version: str | None = None
+        self.server_info: types.Implementation | None = None
         self.tool_count = 0
         self.dead = False
         self.end_reason: str | None = None
@@ -122,6 +123,7 @@ class Connection:
             # The one RuntimeError initialize() raises itself: a protocol version it cannot speak.
             raise GatewayError("contract", f"the server's protocol version is not supported: {exc}") from None
         self.protocol_version = result.protocol_version
+        self.server_info = result.server_info
         listed = await session.list_tools()
         self.tool_count = len(listed.tools)
         tool = next((t for t in listed.tools if t.name == TOOL_NAME), None)

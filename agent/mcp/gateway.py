@@ -115,6 +115,11 @@ class McpGateway:
     def connection(self) -> Connection | None:
         return self._conn
 
+    @property
+    def server_info(self) -> types.Implementation | None:
+        """The server's own name and version from the last handshake (None before any); for the ledger."""
+        return self._conn.server_info if self._conn is not None else None
+
     def query_as_sent(self, arguments: Any) -> str:
         """What `search(arguments)` would send as the query ('' when the arguments are invalid)."""
         try:

@@ -8,20 +8,35 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from mcp import types
+
 from agent.contract import TOOL_NAME
 from agent.ops import metrics
-from agent.ops.ledger import EvidenceLedger, LedgerEntry, sources_from
+from agent.ops.ledger import Ledger, LedgerEntry, sources_from
 from agent.voice.research import ToolEvent
+
+# The name the embedded search server (panama_law/) gives itself in its MCP handshake. Its serverInfo
+# version is the version of the program that built and serves the index, so it is recorded as the index's
+# version; any other server's index is not ours to name, and stays null.
+EMBEDDED_SERVER_NAME = "panama-law"
+
+ServerInfo = Callable[[], types.Implementation | None]
 
 
 def count_tool_call(event: ToolEvent) -> None:
     metrics.mcp_tool_calls_total.labels(tool=TOOL_NAME, outcome=event.outcome).inc()
 
 
-def ledger_observer(ledger: EvidenceLedger, *, room: str, session_id: str) -> Callable[[ToolEvent], None]:
-    """Records every invocation; the ledger itself redacts and hashes the query and excerpts."""
+def ledger_observer(
+    ledger: Ledger, *, room: str, session_id: str, server: ServerInfo | None = None
+) -> Callable[[ToolEvent], None]:
+    """Records every invocation with the server that answered (`server()`: its handshake, if any).
+
+    The ledger itself redacts and hashes the query and excerpts.
+    """
 
     def _record(event: ToolEvent) -> None:
+        info = server() if server is not None else None
         ledger.record(
             LedgerEntry(
                 room=room,
@@ -34,6 +49,9 @@ def ledger_observer(ledger: EvidenceLedger, *, room: str, session_id: str) -> Ca
                 duration_ms=round(event.duration_ms, 3),
                 reason=event.reason,
                 sources=sources_from(event.sources),
+                server_name=info.name if info is not None else None,
+                server_version=info.version if info is not None else None,
+                index_version=info.version if info is not None and info.name == EMBEDDED_SERVER_NAME else None,
             )
         )
 

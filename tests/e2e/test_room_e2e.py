@@ -29,7 +29,7 @@ import numpy as np
 import pytest
 from livekit import rtc
 
-from agent.ops.ledger_show import read_room
+from agent.ops.ledger.reader import read_room
 
 from .conftest import E2EStack
 

@@ -1,0 +1,49 @@
+"""The evidence ledger: an append-only record of every research tool call and what its user was shown.
+
+Why: an answer about the law is only as good as the sources behind it, and months after a conversation
+an auditor may need to know what was researched in a room and what the user read, whichever worker ran
+it. Each call keeps the question redacted (cut to the tool's 2,000-character limit first) with a keyed
+digest, the sources as shown (title, citation, link, the redacted excerpt and a sha256 of the exact
+text), the MCP server's name and version, the embedded index's version, the duration, outcome and reason.
+
+The store is a SQLite file (one host; the default) or a PostgreSQL database shared by every worker
+(`LEXVOZ_LEDGER_URL`); both get the same schema and steps through SQLAlchemy Core.
+
+- `entry`: what an entry holds and how its text is made safe to keep
+- `schema`: tables, numbered migration steps, append-only triggers
+- `store`: opening either store, writing a batch
+- `writer`: the conversation's non-blocking, bounded, retrying writer (or none, `LEXVOZ_LEDGER=off`)
+- `erase`: the retention purge and `forget`, the only deletions allowed, each recorded
+- `reader`, `render`, `cli`: `python -m agent ledger show|export|purge|forget|migrate`
+"""
+
+from agent.ops.ledger.entry import (
+    LedgerEntry,
+    LedgerSource,
+    excerpt_sha256,
+    sources_from,
+    stored_excerpt,
+    stored_query,
+)
+from agent.ops.ledger.schema import SCHEMA_VERSION, LedgerSchemaError
+from agent.ops.ledger.store import LedgerLocationError, LedgerStore, ledger_url, secure_ledger_files
+from agent.ops.ledger.writer import DisabledLedger, EvidenceLedger, Ledger, ledger_from_settings
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "DisabledLedger",
+    "EvidenceLedger",
+    "Ledger",
+    "LedgerEntry",
+    "LedgerLocationError",
+    "LedgerSchemaError",
+    "LedgerSource",
+    "LedgerStore",
+    "excerpt_sha256",
+    "ledger_from_settings",
+    "ledger_url",
+    "secure_ledger_files",
+    "sources_from",
+    "stored_excerpt",
+    "stored_query",
+]

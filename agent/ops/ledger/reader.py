@@ -1,0 +1,128 @@
+"""Reading the ledger back: one room's calls as its user saw them, or every call in a time range.
+
+Why read-only: an auditor's look must not change what is audited, so a SQLite file is opened with
+`mode=ro` and a PostgreSQL session as read-only, and neither is migrated by a reader (a store on an
+older schema is named as such). Rows come back as plain dicts, ready for the CLI's escaping.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Connection, Select, select
+
+from agent.ops.ledger.entry import format_ts
+from agent.ops.ledger.schema import ledger_events, sources, tool_calls
+from agent.ops.ledger.store import LedgerStore
+
+__all__ = ["read_range", "read_room", "room_erasures"]
+
+_CALL_COLUMNS = (
+    tool_calls.c.id,
+    tool_calls.c.ts,
+    tool_calls.c.room,
+    tool_calls.c.session_id,
+    tool_calls.c.turn,
+    tool_calls.c.call_id,
+    tool_calls.c.tool,
+    tool_calls.c.query_redacted,
+    tool_calls.c.query_digest,
+    tool_calls.c.outcome,
+    tool_calls.c.duration_ms,
+    tool_calls.c.reason,
+    tool_calls.c.server_name,
+    tool_calls.c.server_version,
+    tool_calls.c.index_version,
+)
+_SOURCE_COLUMNS = (
+    sources.c.position,
+    sources.c.title,
+    sources.c.citation,
+    sources.c.official_source_url,
+    sources.c.excerpt,
+    sources.c.excerpt_sha256,
+)
+_PAGE = 500
+
+
+def _with_sources(conn: Connection, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Attach each call's sources (in the order shown); drops the internal row id."""
+    ids = [r["id"] for r in rows]
+    by_call: dict[int, list[dict[str, Any]]] = {i: [] for i in ids}
+    if ids:
+        query = (
+            select(sources.c.call_row, *_SOURCE_COLUMNS)
+            .where(sources.c.call_row.in_(ids))
+            .order_by(sources.c.call_row, sources.c.position)
+        )
+        for s in conn.execute(query).mappings():
+            item = dict(s)
+            by_call[item.pop("call_row")].append(item)
+    for r in rows:
+        r["sources"] = by_call[r.pop("id")]
+    return rows
+
+
+def _calls(conn: Connection, query: Select[Any]) -> list[dict[str, Any]]:
+    return _with_sources(conn, [dict(r) for r in conn.execute(query).mappings()])
+
+
+def read_room(location: str | Path, room: str) -> list[dict[str, Any]]:
+    """Every tool call of `room` in the order it was recorded, each with its sources."""
+    store = LedgerStore.open(location, readonly=True)
+    if store.empty:
+        store.close()
+        return []
+    try:
+        with store.engine.connect() as conn:
+            return _calls(conn, select(*_CALL_COLUMNS).where(tool_calls.c.room == room).order_by(tool_calls.c.id))
+    finally:
+        store.close()
+
+
+def room_erasures(location: str | Path, room: str) -> list[dict[str, Any]]:
+    """The `forget` events for `room`: why a room may show no calls."""
+    store = LedgerStore.open(location, readonly=True)
+    if store.empty:
+        store.close()
+        return []
+    try:
+        with store.engine.connect() as conn:
+            query = (
+                select(ledger_events.c.ts, ledger_events.c.kind, ledger_events.c.calls_removed)
+                .where(ledger_events.c.kind == "forget", ledger_events.c.room == room)
+                .order_by(ledger_events.c.id)
+            )
+            return [dict(r) for r in conn.execute(query).mappings()]
+    finally:
+        store.close()
+
+
+def read_range(location: str | Path, since: datetime, until: datetime) -> Iterator[dict[str, Any]]:
+    """Every tool call with `since <= ts < until`, oldest first, read in pages so memory stays flat."""
+    store = LedgerStore.open(location, readonly=True)
+    low, high = format_ts(since), format_ts(until)
+    try:
+        if store.empty:
+            return
+        after: tuple[str, int] | None = None
+        while True:
+            with store.engine.connect() as conn:
+                query = select(*_CALL_COLUMNS).where(tool_calls.c.ts >= low, tool_calls.c.ts < high)
+                if after is not None:
+                    ts, row_id = after
+                    query = query.where((tool_calls.c.ts > ts) | ((tool_calls.c.ts == ts) & (tool_calls.c.id > row_id)))
+                query = query.order_by(tool_calls.c.ts, tool_calls.c.id).limit(_PAGE)
+                rows = [dict(r) for r in conn.execute(query).mappings()]
+                if not rows:
+                    return
+                after = (rows[-1]["ts"], rows[-1]["id"])
+                page = _with_sources(conn, rows)
+            yield from page
+            if len(page) < _PAGE:
+                return
+    finally:
+        store.close()

@@ -1,0 +1,280 @@
+"""Where the ledger lives: a SQLite file (one host) or a PostgreSQL database (many workers, one record).
+
+Why one module for both: an auditor asks the same questions of either, so both are reached through
+SQLAlchemy Core with the same tables, steps and queries; only the connection set-up differs. SQLite gets
+an owner-only folder and file, WAL, full sync and `BEGIN IMMEDIATE` (so a writer takes the lock up
+front); PostgreSQL (psycopg 3) gets short connect and TCP timeouts, so a dead database fails a write
+within seconds instead of holding the writer's thread.
+
+Everything here is synchronous: the writer calls it from a worker thread, the CLI directly.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import stat
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Connection, Engine, create_engine, event, insert
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.engine import URL, make_url
+from sqlalchemy.pool import NullPool
+
+from agent.ops.ledger.entry import LedgerEntry, excerpt_sha256, format_ts, stored_excerpt, stored_query
+from agent.ops.ledger.schema import SCHEMA_VERSION, LedgerSchemaError, current_version, migrate_connection
+from agent.ops.ledger.schema import sources as sources_table
+from agent.ops.ledger.schema import tool_calls as calls_table
+
+__all__ = [
+    "LedgerLocationError",
+    "LedgerStore",
+    "describe_location",
+    "ledger_url",
+    "probe_writable",
+    "secure_ledger_files",
+]
+
+OWNER_ONLY_DIR = 0o700
+OWNER_ONLY_FILE = 0o600
+PG_CONNECT_TIMEOUT_S = 5
+PG_SCHEMES = ("postgresql", "postgres", "postgresql+psycopg")
+
+
+class LedgerLocationError(ValueError):
+    """`LEXVOZ_LEDGER_URL` (or `--url`) names no store this program can use."""
+
+
+def ledger_url(location: str | Path) -> URL:
+    """The SQLAlchemy URL for a SQLite path, a `sqlite:///` URL or a `postgresql://` URL."""
+    if isinstance(location, Path) or "://" not in location:
+        path = Path(location)
+        if not str(location).strip():
+            raise LedgerLocationError("the ledger location is empty")
+        return URL.create("sqlite+pysqlite", database=str(path))
+    scheme = location.split("://", 1)[0].lower()
+    try:
+        url = make_url(location)
+    except Exception:
+        raise LedgerLocationError("the ledger URL cannot be parsed") from None
+    if scheme in PG_SCHEMES:
+        return url.set(drivername="postgresql+psycopg")
+    if scheme in ("sqlite", "sqlite+pysqlite"):
+        if not url.database:
+            raise LedgerLocationError("a sqlite ledger URL needs a file path (sqlite:///var/ledger.sqlite3)")
+        return url.set(drivername="sqlite+pysqlite")
+    raise LedgerLocationError(f"unsupported ledger URL scheme {scheme!r}: use a file path or postgresql://")
+
+
+def describe_location(location: str | Path) -> str:
+    """The location for a log line or an error: never a password."""
+    try:
+        url = ledger_url(location)
+    except LedgerLocationError:
+        return "(invalid ledger location)"
+    if url.get_backend_name() == "sqlite":
+        return str(url.database)
+    return url.render_as_string(hide_password=True)
+
+
+def secure_ledger_files(path: Path) -> None:
+    """Make the ledger's folder 0700 and the file (and any -wal/-shm beside it) 0600, creating what is missing.
+
+    The file is created before SQLite opens it because SQLite gives its WAL and shared-memory files the
+    main file's mode. A shared sticky folder such as /tmp is never narrowed: the ledger needs its own.
+    """
+    folder = path.parent
+    if not folder.exists():
+        folder.mkdir(mode=OWNER_ONLY_DIR, parents=True, exist_ok=True)
+    info = folder.stat()
+    if info.st_mode & stat.S_ISVTX:
+        raise PermissionError(f"ledger folder {folder} is a shared sticky folder; give the ledger its own folder")
+    if stat.S_IMODE(info.st_mode) & 0o077 and info.st_uid == os.getuid():
+        folder.chmod(OWNER_ONLY_DIR)
+    os.close(os.open(path, os.O_CREAT | os.O_RDWR, OWNER_ONLY_FILE))
+    for companion in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+        with contextlib.suppress(FileNotFoundError):
+            if stat.S_IMODE(companion.stat().st_mode) != OWNER_ONLY_FILE:
+                companion.chmod(OWNER_ONLY_FILE)
+
+
+def _sqlite_engine(url: URL, *, readonly: bool) -> Engine:
+    path = Path(str(url.database))
+    if readonly:
+        if not path.exists():
+            raise FileNotFoundError(str(path))
+        engine = create_engine(f"sqlite+pysqlite:///file:{path.resolve()}?mode=ro&uri=true", poolclass=NullPool)
+    else:
+        secure_ledger_files(path)
+        engine = create_engine(url, poolclass=NullPool, connect_args={"timeout": 5.0})
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_conn: Any, _record: Any) -> None:
+        dbapi_conn.isolation_level = None  # SQLAlchemy's BEGIN below, not the driver's implicit one
+        if not readonly:
+            dbapi_conn.execute("PRAGMA journal_mode=WAL")
+            dbapi_conn.execute("PRAGMA synchronous=FULL")
+            dbapi_conn.execute("PRAGMA secure_delete=ON")  # erased rows are overwritten, not left in free pages
+        dbapi_conn.execute("PRAGMA foreign_keys=ON")
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn: Connection) -> None:
+        if conn.get_execution_options().get("isolation_level") == "AUTOCOMMIT":
+            return  # maintenance (a WAL checkpoint) runs outside any transaction
+        conn.exec_driver_sql("BEGIN" if readonly else "BEGIN IMMEDIATE")
+
+    return engine
+
+
+def _pg_engine(url: URL, *, readonly: bool) -> Engine:
+    options = "-c default_transaction_read_only=on" if readonly else ""
+    return create_engine(
+        url,
+        pool_size=1,
+        max_overflow=1,
+        pool_pre_ping=True,
+        connect_args={
+            "connect_timeout": PG_CONNECT_TIMEOUT_S,
+            "keepalives": 1,
+            "keepalives_idle": 10,
+            "keepalives_interval": 3,
+            "keepalives_count": 3,
+            "tcp_user_timeout": 15_000,
+            "application_name": "lexvoz-ledger",
+            "options": options,
+        },
+    )
+
+
+class LedgerStore:
+    """An open ledger: its engine and the few operations every caller needs."""
+
+    def __init__(self, engine: Engine, location: str | Path) -> None:
+        self.engine = engine
+        self.location = location
+        self.empty = False  # a reader found no schema at all: no writer has opened it yet
+
+    @classmethod
+    def open(cls, location: str | Path, *, readonly: bool = False) -> LedgerStore:
+        """Open the store; a writable one is brought to the current schema, a read-only one must be on it."""
+        url = ledger_url(location)
+        if url.get_backend_name() == "sqlite":
+            engine = _sqlite_engine(url, readonly=readonly)
+        else:
+            engine = _pg_engine(url, readonly=readonly)
+        store = cls(engine, location)
+        try:
+            if readonly:
+                store.check_version()
+            else:
+                store.migrate()
+        except BaseException:
+            engine.dispose()
+            raise
+        return store
+
+    @property
+    def dialect(self) -> str:
+        return self.engine.dialect.name
+
+    @property
+    def is_sqlite(self) -> bool:
+        return self.dialect == "sqlite"
+
+    def version(self) -> int:
+        with self.engine.connect() as conn:
+            return current_version(conn)
+
+    def check_version(self) -> None:
+        """For a reader: the store is on this program's schema, or still empty (nothing written yet)."""
+        version = self.version()
+        self.empty = version == 0
+        if version != SCHEMA_VERSION and not self.empty:
+            state = "newer than" if version > SCHEMA_VERSION else "older than"
+            hint = "" if version > SCHEMA_VERSION else "; run `python -m agent ledger migrate` (or start a worker)"
+            raise LedgerSchemaError(f"ledger schema {version} is {state} this program's ({SCHEMA_VERSION}){hint}")
+
+    def migrate(self, target: int = SCHEMA_VERSION) -> list[int]:
+        """Apply pending steps up to `target`, each in its own transaction; returns the steps applied."""
+        applied: list[int] = []
+        for number in range(1, target + 1):
+            with self.engine.begin() as conn:
+                if migrate_connection(conn, number):
+                    applied.append(number)
+        return applied
+
+    def write(self, batch: Sequence[LedgerEntry]) -> int:
+        """Write a batch in one transaction; returns how many entries were new.
+
+        Re-writing an entry (a retry after a commit whose answer was lost) is a no-op, by its `entry_id`.
+        """
+        written = 0
+        make_insert = pg_insert if self.dialect == "postgresql" else sqlite_insert
+        with self.engine.begin() as conn:
+            for e in batch:
+                query_redacted, digest = stored_query(e.query)
+                stmt = (
+                    make_insert(calls_table)
+                    .values(
+                        entry_id=e.entry_id,
+                        ts=format_ts(e.ts),
+                        room=e.room,
+                        session_id=e.session_id,
+                        turn=e.turn,
+                        call_id=e.call_id,
+                        tool=e.tool,
+                        query_redacted=query_redacted,
+                        query_digest=digest,
+                        outcome=e.outcome,
+                        duration_ms=float(e.duration_ms),
+                        reason=e.reason,
+                        server_name=e.server_name,
+                        server_version=e.server_version,
+                        index_version=e.index_version,
+                    )
+                    .on_conflict_do_nothing(index_elements=["entry_id"])
+                    .returning(calls_table.c.id)
+                )
+                row = conn.execute(stmt).scalar_one_or_none()
+                if row is None:
+                    continue
+                written += 1
+                if e.sources:
+                    conn.execute(
+                        insert(sources_table),
+                        [
+                            {
+                                "call_row": row,
+                                "position": i,
+                                "citation": s.citation,
+                                "official_source_url": s.official_source_url,
+                                "excerpt_sha256": excerpt_sha256(s.excerpt),
+                                "title": s.title,
+                                "excerpt": stored_excerpt(s.excerpt),
+                            }
+                            for i, s in enumerate(e.sources, start=1)
+                        ],
+                    )
+        return written
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+
+def probe_writable(location: str | Path) -> None:
+    """Raise unless a worker could write here: the store opens, migrates, and grants a write transaction."""
+    store = LedgerStore.open(location)
+    try:
+        with store.engine.begin() as conn:  # SQLite: BEGIN IMMEDIATE takes the write lock or fails
+            if not store.is_sqlite:
+                allowed: bool = conn.exec_driver_sql(
+                    "SELECT has_table_privilege('tool_calls', 'INSERT') AND has_table_privilege('sources', 'INSERT')"
+                ).scalar_one()
+                if not allowed:
+                    raise PermissionError("the ledger's role may not insert into tool_calls and sources")
+            conn.rollback()
+    finally:
+        store.close()

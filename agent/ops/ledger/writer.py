@@ -1,0 +1,203 @@
+"""The ledger writer a conversation talks to: never waits, never raises, bounded, retrying.
+
+Why a queue and a thread: a store can be slow or gone (a SQLite file on a full disk, a PostgreSQL
+server restarting), and a person is talking meanwhile. `record()` only enqueues; one background task
+writes batches through `asyncio.to_thread`, and on failure keeps the batch, backs off and tries again,
+so entries written while the store was down are replayed once it is back. Only what cannot be kept is
+lost, and each such entry is counted in `voice_ledger_dropped_total` and logged: the queue is full
+(the newest entry is refused, so the backlog stays an ordered prefix), the store refuses the data
+itself, or the job ends with entries still unwritten.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Protocol
+
+from sqlalchemy.exc import IntegrityError
+
+from agent.ops import metrics
+from agent.ops.ledger.entry import LedgerEntry
+from agent.ops.ledger.store import LedgerStore, describe_location
+
+__all__ = ["DisabledLedger", "EvidenceLedger", "Ledger", "ledger_from_settings"]
+
+logger = logging.getLogger("lexvoz.ledger")
+
+
+class Ledger(Protocol):
+    """What a job needs of a ledger: start it, hand it entries, close it."""
+
+    async def start(self) -> None: ...
+
+    def record(self, entry: LedgerEntry) -> None: ...
+
+    async def close(self, timeout: float = 5.0) -> None: ...  # noqa: ASYNC109 - a flush budget
+
+
+class DisabledLedger:
+    """`LEXVOZ_LEDGER=off`: nothing is kept, nothing is counted as lost."""
+
+    enabled = False
+
+    async def start(self) -> None:
+        logger.info("evidence ledger is off (LEXVOZ_LEDGER=off): no tool calls are recorded")
+
+    def record(self, entry: LedgerEntry) -> None:
+        return None
+
+    async def close(self, timeout: float = 5.0) -> None:  # noqa: ASYNC109 - same signature as the writer
+        return None
+
+
+def ledger_from_settings(settings: Any, **kwargs: Any) -> EvidenceLedger | DisabledLedger:
+    """The job's ledger: the configured store, or nothing when the operator turned it off."""
+    if not settings.ledger_enabled:
+        return DisabledLedger()
+    return EvidenceLedger(settings.ledger_location, **kwargs)
+
+
+class EvidenceLedger:
+    """Non-blocking, bounded, retrying writer for the ledger.
+
+    `record()` never raises and never waits. When the queue is full the NEW entry is dropped (the
+    backlog stays a contiguous, ordered prefix) and `voice_ledger_dropped_total` counts it.
+    """
+
+    enabled = True
+
+    def __init__(
+        self,
+        location: str | Path,
+        *,
+        max_queue: int = 1000,
+        batch_size: int = 64,
+        backoff_initial_s: float = 0.05,
+        backoff_max_s: float = 5.0,
+        connect: Callable[[str | Path], LedgerStore] = LedgerStore.open,
+    ) -> None:
+        self.location = location
+        self._queue: asyncio.Queue[LedgerEntry] = asyncio.Queue(maxsize=max_queue)
+        self._batch_size = batch_size
+        self._backoff_initial = backoff_initial_s
+        self._backoff_max = backoff_max_s
+        self._connect = connect
+        self._store: LedgerStore | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._closing = False
+        self._inflight = 0
+        self._failing = False
+        self.written = 0
+        self.failures = 0
+        self.dropped = 0
+
+    @classmethod
+    def from_settings(cls, settings: Any, **kwargs: Any) -> EvidenceLedger | DisabledLedger:
+        return ledger_from_settings(settings, **kwargs)
+
+    @property
+    def pending(self) -> int:
+        return self._queue.qsize()
+
+    async def start(self) -> None:
+        """Start the background writer. Never raises: an unopenable store is retried like any write."""
+        if self._task is None:
+            self._task = asyncio.create_task(self._run(), name="evidence-ledger-writer")
+
+    def record(self, entry: LedgerEntry) -> None:
+        try:
+            if self._closing:
+                raise asyncio.QueueFull
+            self._queue.put_nowait(entry)
+        except asyncio.QueueFull:
+            self._drop(1, "queue full" if not self._closing else "ledger closed")
+        except Exception:  # never let bookkeeping break the conversation
+            logger.exception("ledger record failed")
+
+    def _drop(self, n: int, why: str) -> None:
+        self.dropped += n
+        metrics.ledger_dropped_total.inc(n)
+        logger.warning("ledger entries dropped: %d (%s)", n, why, extra={"count": n, "why": why})
+
+    def _write_batch(self, batch: list[LedgerEntry]) -> None:
+        if self._store is None:
+            self._store = self._connect(self.location)
+        self._store.write(batch)
+
+    def _reset_store(self) -> None:
+        if self._store is not None:
+            with contextlib.suppress(Exception):
+                self._store.close()
+            self._store = None
+
+    async def _run(self) -> None:
+        while True:
+            batch = [await self._queue.get()]
+            while len(batch) < self._batch_size and not self._queue.empty():
+                batch.append(self._queue.get_nowait())
+            self._inflight = len(batch)
+            delay = self._backoff_initial
+            while True:
+                try:
+                    await asyncio.to_thread(self._write_batch, batch)
+                    self.written += len(batch)
+                    if self._failing:
+                        self._failing = False
+                        logger.info("ledger writes recovered")
+                    break
+                except IntegrityError as exc:
+                    # the data itself is refused: retrying cannot help
+                    self._count_failure(exc)
+                    self._drop(len(batch), "rejected by schema")
+                    break
+                except Exception as exc:
+                    self._count_failure(exc)
+                    await asyncio.to_thread(self._reset_store)
+                    await asyncio.sleep(delay)
+                    delay = min(delay * 2, self._backoff_max)
+            self._inflight = 0
+            for _ in batch:
+                self._queue.task_done()
+
+    def _count_failure(self, exc: BaseException) -> None:
+        self.failures += 1
+        metrics.ledger_write_failures_total.inc()
+        # the type only: database messages can quote values. One warning per streak of failures.
+        level = logging.DEBUG if self._failing else logging.WARNING
+        self._failing = True
+        logger.log(
+            level,
+            "ledger write to %s failed (%s); will retry",
+            describe_location(self.location),
+            type(exc).__name__,
+            extra={"error": type(exc).__name__},
+        )
+
+    async def flush(self) -> None:
+        """Wait until every entry recorded so far is written or given up (no time limit: see `close`)."""
+        await self._queue.join()
+
+    async def close(self, timeout: float = 5.0) -> None:  # noqa: ASYNC109 - the API takes a flush budget
+        """Flush what is queued (up to `timeout` seconds), then stop. Unflushed entries are counted."""
+        self._closing = True
+        if self._task is not None:
+            try:
+                await asyncio.wait_for(self._queue.join(), timeout)
+            except TimeoutError:
+                pass
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        left = self._queue.qsize() + self._inflight
+        self._inflight = 0
+        while not self._queue.empty():
+            self._queue.get_nowait()
+            self._queue.task_done()
+        if left:
+            self._drop(left, "unflushed at close")
+        await asyncio.to_thread(self._reset_store)
