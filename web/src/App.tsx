@@ -255,7 +255,7 @@ export function App() {
           </button>
         )}
         {error && (
-          <p className="error" role="alert">
+          <p className="error" data-testid="session-error" role="alert">
             {error}
           </p>
         )}
