@@ -11,9 +11,10 @@ import os
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import aiohttp
-from livekit.agents import AgentServer, JobContext, JobProcess
+from livekit.agents import AgentServer, JobContext, JobExecutorType, JobProcess
 from livekit.plugins import silero
 
 from agent.ops import metrics
@@ -21,7 +22,7 @@ from agent.ops.ledger import EvidenceLedger
 from agent.ops.redact import RedactingFilter
 from agent.ops.telemetry import setup_tracing, shutdown_tracing
 from agent.settings import Settings, SettingsError, get_settings
-from agent.voice.conversation import Conversation, close_shared_gateway, start_conversation
+from agent.voice.conversation import Conversation, shared_gateway, start_conversation
 from agent.voice.model_link import install_framework_noise_filter
 from agent.voice.observers import ledger_observer
 
@@ -90,8 +91,9 @@ def install_log_redaction() -> None:
 
 
 def prewarm(proc: JobProcess) -> None:
-    """Load Silero once per process; the model ships in the wheel, so this works offline."""
-    proc.userdata["vad"] = silero.VAD.load()
+    """Warm a job runner: Silero when local VAD is on (the model ships in the wheel: works offline)."""
+    if settings.local_vad:
+        proc.userdata["vad"] = silero.VAD.load()
     install_log_redaction()
 
 
@@ -109,6 +111,22 @@ def job_load(server: AgentServer) -> float:
     return min(1.0, running / settings.max_jobs)
 
 
+def load_threshold(max_jobs: int) -> float:
+    """The load at which the worker reports itself full: exactly when `max_jobs` conversations run."""
+    return (max_jobs - 0.5) / max_jobs
+
+
+def executor_options(job_settings: Settings) -> dict[str, Any]:
+    """How jobs run: executor, warm runners, and the load threshold that matches the job limit."""
+    options: dict[str, Any] = {
+        "job_executor_type": JobExecutorType(job_settings.job_executor),
+        "load_threshold": load_threshold(job_settings.max_jobs),
+    }
+    if job_settings.idle_processes is not None:
+        options["num_idle_processes"] = job_settings.idle_processes
+    return options
+
+
 server = AgentServer(
     ws_url=settings.livekit_url,
     api_key=settings.livekit_api_key,
@@ -119,6 +137,7 @@ server = AgentServer(
     load_fnc=job_load,
     host=settings.worker_host,
     port=settings.worker_port,
+    **executor_options(settings),
 )
 
 
@@ -135,9 +154,11 @@ async def run_job(
     provider = setup_tracing(job_settings)
     ledger = EvidenceLedger.from_settings(job_settings)
     await ledger.start()
+    gateway = shared_gateway(job_settings)
+    gateway.acquire()
 
     async def _shutdown(*_: object) -> None:
-        await close_shared_gateway("job shutdown")
+        await gateway.release("job shutdown")  # the last conversation out closes the MCP session
         await ledger.close()
         shutdown_tracing(provider)
         metrics.release_process_gauges()
@@ -149,6 +170,7 @@ async def run_job(
     return await start_conversation(
         ctx.room,
         job_settings,
+        gateway=gateway,
         vad=ctx.proc.userdata.get("vad"),
         observers=[ledger_observer(ledger, room=ctx.room.name, session_id=ctx.job.id)],
         http_session=http_session,

@@ -24,6 +24,7 @@ from openai.types.realtime.realtime_audio_input_turn_detection import SemanticVa
 
 from agent.mcp.breaker import BreakerOptions
 from agent.mcp.gateway import GatewayOptions, McpGateway
+from agent.mcp.shared import SharedGateway, close_process_gateway, process_gateway
 from agent.ops import metrics
 from agent.settings import Settings
 from agent.voice.assistant import LexvozAgent, make_text_input_cb
@@ -46,9 +47,6 @@ FAREWELL_TIMEOUT_S = 20.0
 REHEARSAL_API_KEY = "rehearsal-mode-no-openai"
 DEFAULT_OPENAI_BASE_URL = "https://api.openai.com/v1"
 
-_gateway: McpGateway | None = None
-
-
 def gateway_options(settings: Settings) -> GatewayOptions:
     return GatewayOptions(
         url=str(settings.mcp_url),
@@ -64,12 +62,9 @@ def gateway_options(settings: Settings) -> GatewayOptions:
     )
 
 
-def shared_gateway(settings: Settings) -> McpGateway:
-    """One MCP session per worker process, shared by every room the process serves."""
-    global _gateway
-    if _gateway is None:
-        _gateway = McpGateway(gateway_options(settings))
-    return _gateway
+def shared_gateway(settings: Settings) -> SharedGateway:
+    """One MCP session per worker process, shared by every room the process serves (any executor)."""
+    return process_gateway(gateway_options(settings))
 
 
 class LexvozRealtimeModel(openai.realtime.RealtimeModel):
@@ -92,11 +87,8 @@ class LexvozRealtimeModel(openai.realtime.RealtimeModel):
 
 
 async def close_shared_gateway(reason: str = "worker shutdown") -> None:
-    """Close this process's MCP session explicitly (a DELETE to the server), e.g. when the job ends."""
-    global _gateway
-    gateway, _gateway = _gateway, None
-    if gateway is not None:
-        await gateway.aclose(reason)
+    """Close this process's MCP session explicitly (a DELETE to the server) and forget it."""
+    await close_process_gateway(reason)
 
 
 def build_realtime_model(
@@ -137,7 +129,7 @@ class Conversation:
 
     room: rtc.Room
     settings: Settings
-    gateway: McpGateway
+    gateway: McpGateway | SharedGateway
     model: LexvozRealtimeModel
     research: ResearchSession
     agent: LexvozAgent
@@ -209,7 +201,7 @@ def build_conversation(
     room: rtc.Room,
     settings: Settings,
     *,
-    gateway: McpGateway | None = None,
+    gateway: McpGateway | SharedGateway | None = None,
     vad: agents_vad.VAD | None = None,
     observers: list[Callable[[ToolEvent], None]] | None = None,
     greet: bool = True,
@@ -248,7 +240,7 @@ async def start_conversation(
     room: rtc.Room,
     settings: Settings,
     *,
-    gateway: McpGateway | None = None,
+    gateway: McpGateway | SharedGateway | None = None,
     vad: agents_vad.VAD | None = None,
     observers: list[Callable[[ToolEvent], None]] | None = None,
     greet: bool = True,
@@ -284,7 +276,7 @@ async def end_after(session: AgentSession[Any], participant: _AttributeTarget, m
     await session.aclose()
 
 
-async def _warm_up(gateway: McpGateway) -> None:
+async def _warm_up(gateway: McpGateway | SharedGateway) -> None:
     """Connect early so the first question is fast; a dead server must not stop the greeting."""
     try:
         await gateway.connect()
