@@ -90,6 +90,8 @@ class Settings(BaseSettings):
     idle_processes: int | None = Field(default=None, ge=0, le=1000, alias="LEXVOZ_IDLE_PROCESSES")
     # Local Silero VAD in each conversation, besides the Realtime model's own turn detection on the server.
     local_vad: bool = Field(default=True, alias="LEXVOZ_LOCAL_VAD")
+    # Pace the agent's transcript word by word with its audio (livekit-agents analyses the output audio for it).
+    sync_transcripts: bool = Field(default=True, alias="LEXVOZ_SYNC_TRANSCRIPTS")
     worker_host: str = Field(default="127.0.0.1", alias="LEXVOZ_WORKER_HOST")
     worker_port: int = Field(default=8081, ge=0, le=65535, alias="LEXVOZ_WORKER_PORT")
 

@@ -8,7 +8,9 @@ question). It prints one JSON line and writes `bench/results/load.json`:
 
 - `completed`: people who got an agent and a `completed` message for both questions;
 - `evidence_lost`: `started` messages that never got `completed`, `failed` or `discarded`;
-- `listen_p50_s` / `listen_p95_s`: from asking for a session to the agent listening (greeting over);
+- `listen_p50_s` / `listen_p95_s`: from asking for a session to the agent hearing the person (in the room,
+  subscribed to the microphone, voice model connected: speech is heard from here on, over the greeting too);
+- `greeted_p50_s` / `greeted_p95_s`: until the greeting has been played to the end and the agent listens;
 - `tool_p50_ms` / `tool_p95_ms`: the tool's own duration from the `completed` messages;
 - `rss_mb_per_session` / `pss_mb_per_session`: the worker's process tree at its peak, divided by N;
 - `cpu_s_per_session_minute`: the worker tree's CPU seconds per conversation-minute while people talk;
@@ -25,6 +27,7 @@ import asyncio
 import json
 import os
 import platform
+import shutil
 import sys
 import tempfile
 import time
@@ -58,8 +61,6 @@ TARGETS = {"listen_p95_s": 5.0, "tool_p95_ms": 100.0, "rss_mb_per_session": 80.0
 
 def _index_cache(data_dir: Path) -> tuple[Path, bool]:
     """The e2e tests' cached search index (pytest cache, keyed by source and search code); seeds `data_dir`."""
-    import shutil
-
     from panama_law import index as law_index
     from tests.e2e.conftest import _index_cache_key
 
@@ -72,8 +73,6 @@ def _index_cache(data_dir: Path) -> tuple[Path, bool]:
 
 
 def _save_index(data_dir: Path, cached: Path) -> None:
-    import shutil
-
     from panama_law import index as law_index
 
     built = law_index.index_path(data_dir)
@@ -110,6 +109,7 @@ class Outcome:
     def __init__(self, index: int) -> None:
         self.index = index
         self.listen_s: float | None = None
+        self.greeted_s: float | None = None
         self.tool_ms: list[float] = []
         self.completed = 0
         self.lost: list[str] = []
@@ -123,8 +123,10 @@ async def one_person(index: int, web_url: str, http: aiohttp.ClientSession, time
     try:
         person = await Person.from_page_service(web_url, http)
         await asyncio.wait_for(person.connect(), timeout_s)
-        await person.wait_until_listening(timeout_s)
+        await person.wait_until_heard(timeout_s)
         out.listen_s = time.monotonic() - t0
+        await person.wait_until_listening(timeout_s)
+        out.greeted_s = time.monotonic() - t0
         seen: set[str] = set()
         for typed in (TYPED_QUESTIONS[index % len(TYPED_QUESTIONS)], None):
             started, outcome = await person.ask(typed=typed, within=timeout_s, exclude=seen)
@@ -154,7 +156,8 @@ async def one_person(index: int, web_url: str, http: aiohttp.ClientSession, time
 async def drive(stack: Stack, sessions: int, timeout_s: float, ramp_s: float) -> dict[str, Any]:
     assert stack.opts.log_dir is not None
     names = {c.name: c.proc.pid for c in stack.children}
-    trees = [TreeStats(name, pid) for name, pid in names.items()] + [TreeStats("load-generator", os.getpid(), with_children=False)]
+    trees = [TreeStats(name, pid) for name, pid in names.items()]
+    trees.append(TreeStats("load-generator", os.getpid(), with_children=False))
     sampler = Sampler(trees)
     sampler.start()
     started = time.monotonic()
@@ -177,6 +180,7 @@ async def drive(stack: Stack, sessions: int, timeout_s: float, ramp_s: float) ->
     by_name = {tree.name: tree for tree in trees}
     worker = by_name["worker"]
     listen = [o.listen_s for o in outcomes if o.listen_s is not None]
+    greeted = [o.greeted_s for o in outcomes if o.greeted_s is not None]
     tools = [ms for o in outcomes for ms in o.tool_ms]
     errors = [o.error for o in outcomes if o.error]
     return {
@@ -186,6 +190,8 @@ async def drive(stack: Stack, sessions: int, timeout_s: float, ramp_s: float) ->
         "evidence_lost": sum(len(o.lost) for o in outcomes),
         "listen_p50_s": round(percentile(listen, 50), 2) if listen else None,
         "listen_p95_s": round(percentile(listen, 95), 2) if listen else None,
+        "greeted_p50_s": round(percentile(greeted, 50), 2) if greeted else None,
+        "greeted_p95_s": round(percentile(greeted, 95), 2) if greeted else None,
         "tool_p50_ms": round(percentile(tools, 50), 1) if tools else None,
         "tool_p95_ms": round(percentile(tools, 95), 1) if tools else None,
         "rss_mb_per_session": round(worker.peak_rss_mb / sessions, 1),
@@ -207,6 +213,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-jobs", type=int, default=None, help="LEXVOZ_MAX_JOBS (default: the sessions plus 1)")
     p.add_argument("--worker-env", action="append", default=[], metavar="NAME=VALUE", help="extra worker setting")
     p.add_argument("--out", type=Path, default=RESULTS)
+    p.add_argument("--keep-logs", type=Path, default=None, help="copy the stack's logs here at the end")
     args = p.parse_args(argv)
     if not 1 <= args.sessions <= 200:
         p.error("--sessions must be between 1 and 200")
@@ -245,6 +252,8 @@ def main(argv: list[str] | None = None) -> int:
             figures = asyncio.run(drive(stack, args.sessions, args.timeout_s, args.ramp_s))
         finally:
             stack.stop()
+            if args.keep_logs is not None:
+                shutil.copytree(base / "log", args.keep_logs, dirs_exist_ok=True)
     figures = {
         **figures,
         "targets": TARGETS,

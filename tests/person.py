@@ -29,6 +29,7 @@ RESEARCH_TOPIC = "lexvoz.research"
 CHAT_TOPIC = "lk.chat"
 TRANSCRIPTION_TOPIC = "lk.transcription"
 AGENT_STATE_ATTRIBUTE = "lk.agent.state"
+MODEL_ATTRIBUTE = "lexvoz.model"
 SAMPLE_RATE = 48_000
 FRAME_MS = 20
 SAMPLES_PER_FRAME = SAMPLE_RATE * FRAME_MS // 1000
@@ -190,13 +191,17 @@ class Person:
 
     def _on_research_stream(self, reader: rtc.TextStreamReader, identity: str) -> None:
         async def read() -> None:
-            self._record(await reader.read_all(), identity)
+            with contextlib.suppress(rtc.data_stream.StreamError):  # the room closed mid-stream
+                self._record(await reader.read_all(), identity)
 
         self._track(asyncio.create_task(read()))
 
     def _on_transcription(self, reader: rtc.TextStreamReader, identity: str) -> None:
         async def read() -> None:
-            text = await reader.read_all()
+            try:
+                text = await reader.read_all()
+            except rtc.data_stream.StreamError:  # the room closed mid-stream
+                return
             if identity == self.agent_identity and text:
                 self.greeted = True
             self._poke()
@@ -234,6 +239,19 @@ class Person:
             return False
         agent = self.room.remote_participants.get(self.agent_identity)
         return agent is not None and agent.attributes.get(AGENT_STATE_ATTRIBUTE) == "listening"
+
+    def hears(self) -> bool:
+        """The agent is in the room, subscribed to our microphone, and its voice model is connected.
+
+        From here on what the person says is heard, during the greeting too (speaking over it interrupts).
+        """
+        if self.agent_identity is None or self.agent_left or not self.mic_subscribed:
+            return False
+        agent = self.room.remote_participants.get(self.agent_identity)
+        return agent is not None and agent.attributes.get(MODEL_ATTRIBUTE) == "connected"
+
+    async def wait_until_heard(self, within: float) -> None:
+        await self.wait_for(self.hears, "agent that hears us", within)
 
     async def wait_until_listening(self, within: float) -> None:
         await self.wait_for(self.listening, "greeting from an agent that then listens", within)

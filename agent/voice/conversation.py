@@ -17,7 +17,7 @@ import aiohttp
 from livekit import rtc
 from livekit.agents import AgentSession, CloseEvent
 from livekit.agents import vad as agents_vad
-from livekit.agents.voice.room_io import RoomOptions, TextInputOptions
+from livekit.agents.voice.room_io import RoomOptions, TextInputOptions, TextOutputOptions
 from livekit.plugins import openai
 from openai.types.realtime import AudioTranscription
 from openai.types.realtime.realtime_audio_input_turn_detection import SemanticVad
@@ -46,6 +46,7 @@ FAREWELL = (
 FAREWELL_TIMEOUT_S = 20.0
 REHEARSAL_API_KEY = "rehearsal-mode-no-openai"
 DEFAULT_OPENAI_BASE_URL = "https://api.openai.com/v1"
+
 
 def gateway_options(settings: Settings) -> GatewayOptions:
     return GatewayOptions(
@@ -216,9 +217,15 @@ def build_conversation(
         observers=[count_tool_call, *(observers or [])],
     )
     model = build_realtime_model(settings, http_session=http_session)
-    session: AgentSession[None] = AgentSession(llm=model, vad=vad)
+    # Without a local VAD the Realtime model's own turn detection is the only one (no client turn detector).
+    session: AgentSession[None] = (
+        AgentSession(llm=model, vad=vad) if vad is not None else AgentSession(llm=model, turn_detection="realtime_llm")
+    )
     agent = LexvozAgent(research, greet=greet)
-    room_options = RoomOptions(text_input=TextInputOptions(text_input_cb=make_text_input_cb(agent)))
+    room_options = RoomOptions(
+        text_input=TextInputOptions(text_input_cb=make_text_input_cb(agent)),
+        text_output=TextOutputOptions(sync_transcription=settings.sync_transcripts),
+    )
     link = ModelLink(room.local_participant, endpoint=realtime_endpoint(settings))
     conversation = Conversation(
         room=room,
