@@ -12,7 +12,7 @@ INTEROP_STAMP := tests/interop/node_modules/.installed
 PANAMA_LAW_SOURCE ?=
 export PANAMA_LAW_SOURCE
 
-.PHONY: help venv web web-deps interop-deps livekit-server browser run test test-fast test-web evals lint format bench clean
+.PHONY: help venv web web-deps interop-deps livekit-server browser redis run test test-fast test-web evals lint format bench clean
 
 help:
 	@echo "make run        start livekit-server, the search server, the page service and the worker"
@@ -57,10 +57,18 @@ browser:
 	  else echo "install Debian's chromium package (apt-get install chromium) for the browser tests"; exit 1; fi; \
 	fi
 
+# Debian's redis-server for the multinode tests, which start their own on a free loopback port (never a service).
+redis:
+	@if ! command -v redis-server >/dev/null; then \
+	  if command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ]; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null; \
+	  else echo "install Debian's redis-server package (apt-get install redis-server) for the multinode tests"; exit 1; fi; \
+	fi
+
 run: $(STAMP) web livekit-server
 	$(PY) -m agent run
 
-test: $(STAMP) web interop-deps livekit-server browser
+test: $(STAMP) web interop-deps livekit-server browser redis
 	cd web && npm test
 	$(PY) -m pytest
 
@@ -84,6 +92,8 @@ format: $(STAMP)
 	$(PY) -m ruff format agent panama_law realtime_standin tests bench
 
 bench: $(STAMP) livekit-server
+	$(PY) bench/load.py --sessions 10
+	$(PY) bench/bargein.py
 	$(PY) bench/gateway.py
 	$(PY) bench/search.py
 	$(PY) bench/evidence.py

@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 import aiohttp
 from livekit import rtc
-from livekit.agents import AgentSession, CloseEvent
+from livekit.agents import AgentSession, CloseEvent, TurnHandlingOptions
 from livekit.agents import vad as agents_vad
 from livekit.agents.voice.room_io import RoomOptions, TextInputOptions, TextOutputOptions
 from livekit.plugins import openai
@@ -219,7 +219,9 @@ def build_conversation(
     model = build_realtime_model(settings, http_session=http_session)
     # Without a local VAD the Realtime model's own turn detection is the only one (no client turn detector).
     session: AgentSession[None] = (
-        AgentSession(llm=model, vad=vad) if vad is not None else AgentSession(llm=model, turn_detection="realtime_llm")
+        AgentSession(llm=model, vad=vad)
+        if vad is not None
+        else AgentSession(llm=model, vad=None, turn_handling=TurnHandlingOptions(turn_detection="realtime_llm"))
     )
     agent = LexvozAgent(research, greet=greet)
     room_options = RoomOptions(
