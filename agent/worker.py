@@ -10,12 +10,14 @@ import logging
 import os
 import sys
 import tempfile
+import threading
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 from livekit.agents import AgentServer, JobContext, JobExecutorType, JobProcess
 from livekit.plugins import silero
+from opentelemetry.sdk.trace import TracerProvider
 
 from agent.ops import metrics
 from agent.ops.ledger import EvidenceLedger
@@ -141,6 +143,34 @@ server = AgentServer(
 )
 
 
+_process_tracing: list[TracerProvider | None] = []
+_tracing_lock = threading.Lock()
+
+
+def job_tracing(job_settings: Settings) -> TracerProvider | None:
+    """The tracer provider a job uses.
+
+    A job process owns its provider. Jobs on threads share the worker's process, and the provider is
+    process-wide (livekit-agents keeps one), so they share one, set up by the first job and kept.
+    """
+    if job_settings.job_executor == "process":
+        return setup_tracing(job_settings)
+    with _tracing_lock:
+        if not _process_tracing:
+            _process_tracing.append(setup_tracing(job_settings))
+        return _process_tracing[0]
+
+
+def end_job_observability(provider: TracerProvider | None, job_settings: Settings) -> None:
+    """At a job's end: a job process stops its provider and drops its live gauges; a job thread only
+    flushes its spans, since other conversations in the process still use both."""
+    if job_settings.job_executor == "process":
+        shutdown_tracing(provider)
+        metrics.release_process_gauges()
+    elif provider is not None:
+        provider.force_flush(5000)
+
+
 async def run_job(
     ctx: JobContext, job_settings: Settings, *, http_session: aiohttp.ClientSession | None = None
 ) -> Conversation:
@@ -151,7 +181,7 @@ async def run_job(
     """
     install_log_redaction()
     install_framework_noise_filter()
-    provider = setup_tracing(job_settings)
+    provider = job_tracing(job_settings)
     ledger = EvidenceLedger.from_settings(job_settings)
     await ledger.start()
     gateway = shared_gateway(job_settings)
@@ -160,8 +190,7 @@ async def run_job(
     async def _shutdown(*_: object) -> None:
         await gateway.release("job shutdown")  # the last conversation out closes the MCP session
         await ledger.close()
-        shutdown_tracing(provider)
-        metrics.release_process_gauges()
+        end_job_observability(provider, job_settings)
 
     ctx.add_shutdown_callback(_shutdown)
     await ctx.connect()

@@ -83,3 +83,28 @@ def test_without_a_local_vad_the_realtime_model_detects_turns() -> None:
     assert conversation.session.turn_detection == "realtime_llm"
     text_output = conversation.room_options.text_output
     assert text_output.sync_transcription is False  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("executor", ["thread", "process"])
+def test_a_job_ending_leaves_the_other_conversations_tracing_and_gauges(
+    reload_worker: Any, monkeypatch: pytest.MonkeyPatch, executor: str
+) -> None:
+    worker = reload_worker(LEXVOZ_JOB_EXECUTOR=executor)
+    settings = Settings(LEXVOZ_JOB_EXECUTOR=executor, OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:4318")
+    released: list[bool] = []
+    stopped: list[object] = []
+    monkeypatch.setattr(worker.metrics, "release_process_gauges", lambda: released.append(True))
+    monkeypatch.setattr(worker, "shutdown_tracing", stopped.append)
+    first, second = worker.job_tracing(settings), worker.job_tracing(settings)
+    assert first is not None and second is not None
+    try:
+        worker.end_job_observability(first, settings)
+        if executor == "thread":  # one provider for the process; still running for the second job
+            assert first is second
+            assert stopped == [] and released == []
+        else:  # the job process owns its provider and its gauges
+            assert first is not second
+            assert stopped == [first] and released == [True]
+    finally:
+        for provider in {id(first): first, id(second): second}.values():
+            provider.shutdown()
