@@ -28,6 +28,7 @@ import json
 import os
 import platform
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -40,7 +41,7 @@ if str(ROOT) not in sys.path:  # `python bench/load.py` from the repository root
 
 import aiohttp  # noqa: E402
 
-from agent.devstack.stack import Stack, StackOptions  # noqa: E402
+from agent.devstack.stack import Stack, StackOptions, _terminate, _wait_for_text  # noqa: E402
 from bench.procstats import Sampler, TreeStats  # noqa: E402
 from bench.stats import percentile  # noqa: E402
 from tests import constitution  # noqa: E402
@@ -153,10 +154,31 @@ async def one_person(index: int, web_url: str, http: aiohttp.ClientSession, time
     return out
 
 
-async def drive(stack: Stack, sessions: int, timeout_s: float, ramp_s: float) -> dict[str, Any]:
-    assert stack.opts.log_dir is not None
+def start_more_workers(stack: Stack, count: int) -> list[subprocess.Popen[bytes]]:
+    """Workers beyond the stack's own: one process per core, all registered with the same livekit-server."""
+    procs: list[subprocess.Popen[bytes]] = []
+    env = {**stack.common_env(), **stack.opts.worker_env}
+    args = [sys.executable, "-m", "agent", "start"]
+    try:
+        for n in range(2, count + 1):
+            log = stack.opts.log_dir / f"worker-{n}.log"
+            with open(log, "ab") as out:
+                proc = subprocess.Popen(args, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+            procs.append(proc)
+            _wait_for_text(log, "registered worker", proc, timeout=90)
+    except BaseException:
+        for proc in procs:
+            _terminate(proc)
+        raise
+    return procs
+
+
+async def drive(
+    stack: Stack, extra_workers: list[subprocess.Popen[bytes]], sessions: int, timeout_s: float, ramp_s: float
+) -> dict[str, Any]:
     names = {c.name: c.proc.pid for c in stack.children}
     trees = [TreeStats(name, pid) for name, pid in names.items()]
+    trees += [TreeStats(f"worker-{n}", proc.pid) for n, proc in enumerate(extra_workers, start=2)]
     trees.append(TreeStats("load-generator", os.getpid(), with_children=False))
     sampler = Sampler(trees)
     sampler.start()
@@ -177,8 +199,10 @@ async def drive(stack: Stack, sessions: int, timeout_s: float, ramp_s: float) ->
         gate.released.set()
         outcomes = await asyncio.gather(*tasks)
     await sampler.stop()
-    by_name = {tree.name: tree for tree in trees}
-    worker = by_name["worker"]
+    workers = [tree for tree in trees if tree.name.startswith("worker")]
+    worker_rss = sum(tree.peak_rss_mb for tree in workers)
+    worker_pss = sum(tree.peak_pss_mb for tree in workers)
+    worker_cpu = sum(cpu[tree.name] for tree in workers)
     listen = [o.listen_s for o in outcomes if o.listen_s is not None]
     greeted = [o.greeted_s for o in outcomes if o.greeted_s is not None]
     tools = [ms for o in outcomes for ms in o.tool_ms]
@@ -194,9 +218,10 @@ async def drive(stack: Stack, sessions: int, timeout_s: float, ramp_s: float) ->
         "greeted_p95_s": round(percentile(greeted, 95), 2) if greeted else None,
         "tool_p50_ms": round(percentile(tools, 50), 1) if tools else None,
         "tool_p95_ms": round(percentile(tools, 95), 1) if tools else None,
-        "rss_mb_per_session": round(worker.peak_rss_mb / sessions, 1),
-        "pss_mb_per_session": round(worker.peak_pss_mb / sessions, 1),
-        "cpu_s_per_session_minute": round(cpu["worker"] / (sessions * talk_window_s / 60), 2),
+        "worker_processes": len(workers),
+        "rss_mb_per_session": round(worker_rss / sessions, 1),
+        "pss_mb_per_session": round(worker_pss / sessions, 1),
+        "cpu_s_per_session_minute": round(worker_cpu / (sessions * talk_window_s / 60), 2),
         "talk_window_s": round(talk_window_s, 1),
         "programs": {t.name: {**t.figures(), "cpu_s": round(cpu[t.name], 2)} for t in trees},
         "errors": errors[:10],
@@ -210,14 +235,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--ramp-s", type=float, default=0.0, help="spread the arrivals over this many seconds")
     p.add_argument("--timeout-s", type=float, default=120.0, help="bound on each step of each person")
     p.add_argument("--speed", type=float, default=8.0, help="the stand-in's speech pacing (1.0 = real time)")
-    p.add_argument("--max-jobs", type=int, default=None, help="LEXVOZ_MAX_JOBS (default: the sessions plus 1)")
+    p.add_argument("--workers", type=int, default=1, help="worker processes (one per core is the advice)")
+    p.add_argument("--max-jobs", type=int, default=None, help="LEXVOZ_MAX_JOBS per worker (default: room for all)")
     p.add_argument("--worker-env", action="append", default=[], metavar="NAME=VALUE", help="extra worker setting")
     p.add_argument("--out", type=Path, default=RESULTS)
     p.add_argument("--keep-logs", type=Path, default=None, help="copy the stack's logs here at the end")
     args = p.parse_args(argv)
     if not 1 <= args.sessions <= 200:
         p.error("--sessions must be between 1 and 200")
-    worker_env = {"LEXVOZ_MAX_JOBS": str(args.max_jobs or args.sessions + 1)}
+    if not 1 <= args.workers <= 16:
+        p.error("--workers must be between 1 and 16")
+    worker_env = {"LEXVOZ_MAX_JOBS": str(args.max_jobs or -(-args.sessions // args.workers) + 1)}
     for item in args.worker_env:
         name, sep, value = item.partition("=")
         if not sep or not name.startswith(("LEXVOZ_", "OTEL_")):
@@ -246,11 +274,15 @@ def main(argv: list[str] | None = None) -> int:
         )
         stack = Stack(options)
         stack.start()
+        extra: list[subprocess.Popen[bytes]] = []
         try:
             if not seeded:
                 _save_index(data_dir, cached)
-            figures = asyncio.run(drive(stack, args.sessions, args.timeout_s, args.ramp_s))
+            extra = start_more_workers(stack, args.workers)
+            figures = asyncio.run(drive(stack, extra, args.sessions, args.timeout_s, args.ramp_s))
         finally:
+            for proc in extra:
+                _terminate(proc)
             stack.stop()
             if args.keep_logs is not None:
                 shutil.copytree(base / "log", args.keep_logs, dirs_exist_ok=True)
