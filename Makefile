@@ -73,7 +73,7 @@ test: $(STAMP) web interop-deps livekit-server browser redis
 	$(PY) -m pytest
 
 test-fast: $(STAMP) interop-deps
-	$(PY) -m pytest -m "not e2e"
+	$(PY) -m pytest -m "not e2e and not multinode"
 
 # Live against the real model and the LLM judge when OPENAI_API_KEY is set (environment or .env); otherwise
 # the offline harness against the Realtime stand-in. Prints a table: scenario, pass/fail, reason.
