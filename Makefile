@@ -12,7 +12,7 @@ INTEROP_STAMP := tests/interop/node_modules/.installed
 PANAMA_LAW_SOURCE ?=
 export PANAMA_LAW_SOURCE
 
-.PHONY: help venv web web-deps interop-deps livekit-server browser postgres run test test-fast test-web evals lint format bench clean
+.PHONY: help venv web web-deps interop-deps livekit-server browser postgres redis run test test-fast test-web evals lint format bench clean
 
 help:
 	@echo "make run        start livekit-server, the search server, the page service and the worker"
@@ -68,15 +68,23 @@ postgres:
 	  else echo "install Debian's postgresql package (apt-get install postgresql) for the ledger tests"; exit 1; fi; \
 	fi
 
+# Debian's redis-server for the multinode tests, which start their own on a free loopback port (never a service).
+redis:
+	@if ! command -v redis-server >/dev/null; then \
+	  if command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ]; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null; \
+	  else echo "install Debian's redis-server package (apt-get install redis-server) for the multinode tests"; exit 1; fi; \
+	fi
+
 run: $(STAMP) web livekit-server
 	$(PY) -m agent run
 
-test: $(STAMP) web interop-deps livekit-server browser postgres
+test: $(STAMP) web interop-deps livekit-server browser postgres redis
 	cd web && npm test
 	$(PY) -m pytest
 
 test-fast: $(STAMP) interop-deps
-	$(PY) -m pytest -m "not e2e"
+	$(PY) -m pytest -m "not e2e and not multinode"
 
 # Live against the real model and the LLM judge when OPENAI_API_KEY is set (environment or .env); otherwise
 # the offline harness against the Realtime stand-in. Prints a table: scenario, pass/fail, reason.
@@ -95,6 +103,8 @@ format: $(STAMP)
 	$(PY) -m ruff format agent panama_law realtime_standin tests bench
 
 bench: $(STAMP) livekit-server
+	$(PY) bench/load.py --sessions 10
+	$(PY) bench/bargein.py
 	$(PY) bench/gateway.py
 	$(PY) bench/search.py
 	$(PY) bench/evidence.py

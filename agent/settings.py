@@ -10,7 +10,7 @@ from __future__ import annotations
 import ipaddress
 from functools import lru_cache
 from pathlib import Path
-from typing import Annotated, Self
+from typing import Annotated, Literal, Self
 from urllib.parse import urlsplit
 
 from pydantic import AnyHttpUrl, Field, SecretStr, ValidationError, field_validator, model_validator
@@ -82,8 +82,16 @@ class Settings(BaseSettings):
     max_conversation_s: float = Field(default=1800.0, ge=60, le=24 * 3600, alias="LEXVOZ_MAX_CONVERSATION_S")
     max_output_tokens: int = Field(default=600, ge=50, le=4096, alias="LEXVOZ_MAX_OUTPUT_TOKENS")
 
-    # Worker process
-    max_jobs: int = Field(default=8, ge=1, le=1000, alias="LEXVOZ_MAX_JOBS")
+    # Worker process (the figures behind these defaults: README, Deploy, "Capacity")
+    max_jobs: int = Field(default=10, ge=1, le=1000, alias="LEXVOZ_MAX_JOBS")
+    # "thread": jobs share the worker's process (one thread and event loop each); "process": one process per job.
+    job_executor: Literal["process", "thread"] = Field(default="thread", alias="LEXVOZ_JOB_EXECUTOR")
+    # Job runners kept warm for the next conversations (unset: livekit-agents' default, the CPU count).
+    idle_processes: int | None = Field(default=4, ge=0, le=1000, alias="LEXVOZ_IDLE_PROCESSES")
+    # Local Silero VAD in each conversation, besides the Realtime model's own turn detection on the server.
+    local_vad: bool = Field(default=False, alias="LEXVOZ_LOCAL_VAD")
+    # Pace the agent's transcript word by word with its audio (livekit-agents analyses the output audio for it).
+    sync_transcripts: bool = Field(default=True, alias="LEXVOZ_SYNC_TRANSCRIPTS")
     worker_host: str = Field(default="127.0.0.1", alias="LEXVOZ_WORKER_HOST")
     worker_port: int = Field(default=8081, ge=0, le=65535, alias="LEXVOZ_WORKER_PORT")
 
@@ -127,6 +135,7 @@ class Settings(BaseSettings):
         "openai_base_url",
         "mcp_token",
         "prometheus_port",
+        "idle_processes",
         "otlp_endpoint",
         "public_livekit_url",
         "digest_key_path",

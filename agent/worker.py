@@ -10,18 +10,21 @@ import logging
 import os
 import sys
 import tempfile
+import threading
 from pathlib import Path
+from typing import Any
 
 import aiohttp
-from livekit.agents import AgentServer, JobContext, JobProcess
+from livekit.agents import AgentServer, JobContext, JobExecutorType, JobProcess
 from livekit.plugins import silero
+from opentelemetry.sdk.trace import TracerProvider
 
 from agent.ops import metrics
 from agent.ops.ledger import EvidenceLedger
 from agent.ops.redact import RedactingFilter
 from agent.ops.telemetry import setup_tracing, shutdown_tracing
 from agent.settings import Settings, SettingsError, get_settings
-from agent.voice.conversation import Conversation, close_shared_gateway, shared_gateway, start_conversation
+from agent.voice.conversation import Conversation, shared_gateway, start_conversation
 from agent.voice.model_link import install_framework_noise_filter
 from agent.voice.observers import ledger_observer
 
@@ -90,8 +93,9 @@ def install_log_redaction() -> None:
 
 
 def prewarm(proc: JobProcess) -> None:
-    """Load Silero once per process; the model ships in the wheel, so this works offline."""
-    proc.userdata["vad"] = silero.VAD.load()
+    """Warm a job runner: Silero when local VAD is on (the model ships in the wheel: works offline)."""
+    if settings.local_vad:
+        proc.userdata["vad"] = silero.VAD.load()
     install_log_redaction()
 
 
@@ -109,6 +113,22 @@ def job_load(server: AgentServer) -> float:
     return min(1.0, running / settings.max_jobs)
 
 
+def load_threshold(max_jobs: int) -> float:
+    """The load at which the worker reports itself full: exactly when `max_jobs` conversations run."""
+    return (max_jobs - 0.5) / max_jobs
+
+
+def executor_options(job_settings: Settings) -> dict[str, Any]:
+    """How jobs run: executor, warm runners, and the load threshold that matches the job limit."""
+    options: dict[str, Any] = {
+        "job_executor_type": JobExecutorType(job_settings.job_executor),
+        "load_threshold": load_threshold(job_settings.max_jobs),
+    }
+    if job_settings.idle_processes is not None:
+        options["num_idle_processes"] = job_settings.idle_processes
+    return options
+
+
 server = AgentServer(
     ws_url=settings.livekit_url,
     api_key=settings.livekit_api_key,
@@ -119,7 +139,36 @@ server = AgentServer(
     load_fnc=job_load,
     host=settings.worker_host,
     port=settings.worker_port,
+    **executor_options(settings),
 )
+
+
+_process_tracing: list[TracerProvider | None] = []
+_tracing_lock = threading.Lock()
+
+
+def job_tracing(job_settings: Settings) -> TracerProvider | None:
+    """The tracer provider a job uses.
+
+    A job process owns its provider. Jobs on threads share the worker's process, and the provider is
+    process-wide (livekit-agents keeps one), so they share one, set up by the first job and kept.
+    """
+    if job_settings.job_executor == "process":
+        return setup_tracing(job_settings)
+    with _tracing_lock:
+        if not _process_tracing:
+            _process_tracing.append(setup_tracing(job_settings))
+        return _process_tracing[0]
+
+
+def end_job_observability(provider: TracerProvider | None, job_settings: Settings) -> None:
+    """At a job's end: a job process stops its provider and drops its live gauges; a job thread only
+    flushes its spans, since other conversations in the process still use both."""
+    if job_settings.job_executor == "process":
+        shutdown_tracing(provider)
+        metrics.release_process_gauges()
+    elif provider is not None:
+        provider.force_flush(5000)
 
 
 async def run_job(
@@ -132,26 +181,26 @@ async def run_job(
     """
     install_log_redaction()
     install_framework_noise_filter()
-    provider = setup_tracing(job_settings)
+    provider = job_tracing(job_settings)
     ledger = EvidenceLedger.from_settings(job_settings)
     await ledger.start()
+    gateway = shared_gateway(job_settings)  # the process's one MCP session; the ledger records its server
+    gateway.acquire()
 
     async def _shutdown(*_: object) -> None:
-        await close_shared_gateway("job shutdown")
+        await gateway.release("job shutdown")  # the last conversation out closes the MCP session
         await ledger.close()
-        shutdown_tracing(provider)
-        metrics.release_process_gauges()
+        end_job_observability(provider, job_settings)
 
     ctx.add_shutdown_callback(_shutdown)
     await ctx.connect()
-    gateway = shared_gateway(job_settings)  # the process's one MCP session; the ledger records its server
     # When the session closes (the user left, or the voice model failed and the room was told), end the
     # job too instead of idling in the room until livekit-server times the agent out.
     return await start_conversation(
         ctx.room,
         job_settings,
-        vad=ctx.proc.userdata.get("vad"),
         gateway=gateway,
+        vad=ctx.proc.userdata.get("vad"),
         observers=[
             ledger_observer(ledger, room=ctx.room.name, session_id=ctx.job.id, server=lambda: gateway.server_info)
         ],

@@ -39,6 +39,7 @@ class StackOptions:
     standin_args: list[str] = field(default_factory=list)
     worker_args: list[str] = field(default_factory=list)  # after `start`, e.g. ["--dev"] for tests
     worker_env: dict[str, str] = field(default_factory=dict)
+    livekit_args: list[str] = field(default_factory=list)  # e.g. ["--redis-host", "127.0.0.1:6380"] for a cluster
     search_env: dict[str, str] = field(default_factory=dict)
     start_web: bool = True
     start_worker: bool = True
@@ -120,7 +121,11 @@ class Stack:
     def _start_livekit(self) -> None:
         log = self.opts.log_dir / "livekit-server.log"
         proc = livekit_server.start(
-            api_key=self.opts.api_key, api_secret=self.opts.api_secret, port=self.opts.livekit_port, log_path=log
+            api_key=self.opts.api_key,
+            api_secret=self.opts.api_secret,
+            port=self.opts.livekit_port,
+            log_path=log,
+            extra_args=self.opts.livekit_args,
         )
         self.children.append(_Child("livekit-server", proc, log, term_twice=True))
 

@@ -7,5 +7,6 @@ nothing of rooms or voices: it takes arguments and returns validated sources or 
 
 Modules: `gateway` (the facade callers use), `transport` (the httpx transport: no standalone GET, byte
 cap, wire probe), `connection` (one session's lifecycle and contract check), `policy` (deadline, retry,
-breaker, connect budget), `errors` (the typed `GatewayError` and its classification), `breaker`, `check`.
+breaker, connect budget), `errors` (the typed `GatewayError` and its classification), `breaker`, `check`,
+`shared` (the one gateway per process, on its own loop thread, that conversations on any thread call).
 """

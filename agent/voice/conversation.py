@@ -15,15 +15,16 @@ from typing import Any, Protocol
 
 import aiohttp
 from livekit import rtc
-from livekit.agents import AgentSession, CloseEvent
+from livekit.agents import AgentSession, CloseEvent, TurnHandlingOptions
 from livekit.agents import vad as agents_vad
-from livekit.agents.voice.room_io import RoomOptions, TextInputOptions
+from livekit.agents.voice.room_io import RoomOptions, TextInputOptions, TextOutputOptions
 from livekit.plugins import openai
 from openai.types.realtime import AudioTranscription
 from openai.types.realtime.realtime_audio_input_turn_detection import SemanticVad
 
 from agent.mcp.breaker import BreakerOptions
 from agent.mcp.gateway import GatewayOptions, McpGateway
+from agent.mcp.shared import SharedGateway, close_process_gateway, process_gateway
 from agent.ops import metrics
 from agent.settings import Settings
 from agent.voice.assistant import LexvozAgent, make_text_input_cb
@@ -46,8 +47,6 @@ FAREWELL_TIMEOUT_S = 20.0
 REHEARSAL_API_KEY = "rehearsal-mode-no-openai"
 DEFAULT_OPENAI_BASE_URL = "https://api.openai.com/v1"
 
-_gateway: McpGateway | None = None
-
 
 def gateway_options(settings: Settings) -> GatewayOptions:
     return GatewayOptions(
@@ -64,12 +63,9 @@ def gateway_options(settings: Settings) -> GatewayOptions:
     )
 
 
-def shared_gateway(settings: Settings) -> McpGateway:
-    """One MCP session per worker process, shared by every room the process serves."""
-    global _gateway
-    if _gateway is None:
-        _gateway = McpGateway(gateway_options(settings))
-    return _gateway
+def shared_gateway(settings: Settings) -> SharedGateway:
+    """One MCP session per worker process, shared by every room the process serves (any executor)."""
+    return process_gateway(gateway_options(settings))
 
 
 class LexvozRealtimeModel(openai.realtime.RealtimeModel):
@@ -92,11 +88,8 @@ class LexvozRealtimeModel(openai.realtime.RealtimeModel):
 
 
 async def close_shared_gateway(reason: str = "worker shutdown") -> None:
-    """Close this process's MCP session explicitly (a DELETE to the server), e.g. when the job ends."""
-    global _gateway
-    gateway, _gateway = _gateway, None
-    if gateway is not None:
-        await gateway.aclose(reason)
+    """Close this process's MCP session explicitly (a DELETE to the server) and forget it."""
+    await close_process_gateway(reason)
 
 
 def build_realtime_model(
@@ -137,7 +130,7 @@ class Conversation:
 
     room: rtc.Room
     settings: Settings
-    gateway: McpGateway
+    gateway: McpGateway | SharedGateway
     model: LexvozRealtimeModel
     research: ResearchSession
     agent: LexvozAgent
@@ -209,7 +202,7 @@ def build_conversation(
     room: rtc.Room,
     settings: Settings,
     *,
-    gateway: McpGateway | None = None,
+    gateway: McpGateway | SharedGateway | None = None,
     vad: agents_vad.VAD | None = None,
     observers: list[Callable[[ToolEvent], None]] | None = None,
     greet: bool = True,
@@ -224,9 +217,17 @@ def build_conversation(
         observers=[count_tool_call, *(observers or [])],
     )
     model = build_realtime_model(settings, http_session=http_session)
-    session: AgentSession[None] = AgentSession(llm=model, vad=vad)
+    # Without a local VAD the Realtime model's own turn detection is the only one (no client turn detector).
+    session: AgentSession[None] = (
+        AgentSession(llm=model, vad=vad)
+        if vad is not None
+        else AgentSession(llm=model, vad=None, turn_handling=TurnHandlingOptions(turn_detection="realtime_llm"))
+    )
     agent = LexvozAgent(research, greet=greet)
-    room_options = RoomOptions(text_input=TextInputOptions(text_input_cb=make_text_input_cb(agent)))
+    room_options = RoomOptions(
+        text_input=TextInputOptions(text_input_cb=make_text_input_cb(agent)),
+        text_output=TextOutputOptions(sync_transcription=settings.sync_transcripts),
+    )
     link = ModelLink(room.local_participant, endpoint=realtime_endpoint(settings))
     conversation = Conversation(
         room=room,
@@ -248,7 +249,7 @@ async def start_conversation(
     room: rtc.Room,
     settings: Settings,
     *,
-    gateway: McpGateway | None = None,
+    gateway: McpGateway | SharedGateway | None = None,
     vad: agents_vad.VAD | None = None,
     observers: list[Callable[[ToolEvent], None]] | None = None,
     greet: bool = True,
@@ -284,7 +285,7 @@ async def end_after(session: AgentSession[Any], participant: _AttributeTarget, m
     await session.aclose()
 
 
-async def _warm_up(gateway: McpGateway) -> None:
+async def _warm_up(gateway: McpGateway | SharedGateway) -> None:
     """Connect early so the first question is fast; a dead server must not stop the greeting."""
     try:
         await gateway.connect()

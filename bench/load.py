@@ -1,0 +1,306 @@
+"""How many conversations one worker host serves: N simulated people through the real stack, at once.
+
+`python bench/load.py --sessions 25` starts the whole stack in rehearsal mode on free loopback ports
+(livekit-server, the embedded search server with a cached index, the Realtime stand-in, the page service,
+the worker), then N people each: get a room from `POST /api/session`, join it and publish a microphone,
+wait until the agent listens, type one question, then speak one (a tone burst the stand-in hears as a
+question). It prints one JSON line and writes `bench/results/load.json`:
+
+- `completed`: people who got an agent and a `completed` message for both questions;
+- `evidence_lost`: `started` messages that never got `completed`, `failed` or `discarded`;
+- `listen_p50_s` / `listen_p95_s`: from asking for a session to the agent hearing the person (in the room,
+  subscribed to the microphone, voice model connected: speech is heard from here on, over the greeting too);
+- `greeted_p50_s` / `greeted_p95_s`: until the greeting has been played to the end and the agent listens;
+- `tool_p50_ms` / `tool_p95_ms`: the tool's own duration from the `completed` messages;
+- `rss_mb_per_session` / `pss_mb_per_session`: the worker's process tree at its peak, divided by N;
+- `cpu_s_per_session_minute`: the worker tree's CPU seconds per conversation-minute while people talk;
+- the same memory and CPU figures for livekit-server, the stand-in, the search server and this process
+  (the load generator), and the load average at start and end (the machine may be shared).
+
+Every wait is bounded (`--timeout-s` per step); everything listens on 127.0.0.1; the stack stops at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # `python bench/load.py` from the repository root
+    sys.path.insert(0, str(ROOT))
+
+import aiohttp  # noqa: E402
+
+from agent.devstack.stack import Stack, StackOptions, _terminate, _wait_for_text  # noqa: E402
+from bench.procstats import Sampler, TreeStats  # noqa: E402
+from bench.stats import percentile  # noqa: E402
+from tests import constitution  # noqa: E402
+from tests.person import Person  # noqa: E402
+from tests.ports import free_port  # noqa: E402
+
+RESULTS = ROOT / "bench" / "results" / "load.json"
+SPOKEN_QUESTION = "¿Cuál es el idioma oficial de Panamá?"
+TYPED_QUESTIONS = (
+    "¿A qué edad se adquiere la ciudadanía panameña?",
+    "¿Qué dice la Constitución sobre la libertad de culto?",
+    "¿Quién elige al Presidente de la República?",
+    "¿Cuánto dura el periodo presidencial?",
+    "¿Qué derechos tienen los trabajadores?",
+)
+TARGETS = {"listen_p95_s": 5.0, "tool_p95_ms": 100.0, "rss_mb_per_session": 80.0}
+
+
+def _index_cache(data_dir: Path) -> tuple[Path, bool]:
+    """The e2e tests' cached search index (pytest cache, keyed by source and search code); seeds `data_dir`."""
+    from panama_law import index as law_index
+    from tests.e2e.conftest import _index_cache_key
+
+    name = law_index.index_path(data_dir).name
+    cached = ROOT / ".pytest_cache" / "d" / "lexvoz-e2e-index" / _index_cache_key() / name
+    if cached.is_file():
+        shutil.copy2(cached, law_index.index_path(data_dir))
+        return cached, True
+    return cached, False
+
+
+def _save_index(data_dir: Path, cached: Path) -> None:
+    from panama_law import index as law_index
+
+    built = law_index.index_path(data_dir)
+    if built.is_file():
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(built, cached.with_suffix(".partial"))
+        os.replace(cached.with_suffix(".partial"), cached)
+
+
+def _livekit_port() -> int:
+    from tests.e2e.conftest import livekit_port
+
+    return livekit_port(start=18_400)
+
+
+class Gate:
+    """Everyone arrives (both questions asked, or given up); then the benchmark releases everyone at once."""
+
+    def __init__(self, expected: int) -> None:
+        self.expected = expected
+        self.arrived = 0
+        self.all_arrived = asyncio.Event()
+        self.released = asyncio.Event()
+
+    def arrive(self) -> None:
+        self.arrived += 1
+        if self.arrived >= self.expected:
+            self.all_arrived.set()
+
+
+class Outcome:
+    """What happened to one person, with the times the figures are made of."""
+
+    def __init__(self, index: int) -> None:
+        self.index = index
+        self.listen_s: float | None = None
+        self.greeted_s: float | None = None
+        self.tool_ms: list[float] = []
+        self.completed = 0
+        self.lost: list[str] = []
+        self.error: str | None = None
+
+
+async def one_person(index: int, web_url: str, http: aiohttp.ClientSession, timeout_s: float, gate: Gate) -> Outcome:
+    out = Outcome(index)
+    person: Person | None = None
+    t0 = time.monotonic()
+    try:
+        person = await Person.from_page_service(web_url, http)
+        await asyncio.wait_for(person.connect(), timeout_s)
+        await person.wait_until_heard(timeout_s)
+        out.listen_s = time.monotonic() - t0
+        await person.wait_until_listening(timeout_s)
+        out.greeted_s = time.monotonic() - t0
+        seen: set[str] = set()
+        for typed in (TYPED_QUESTIONS[index % len(TYPED_QUESTIONS)], None):
+            started, outcome = await person.ask(typed=typed, within=timeout_s, exclude=seen)
+            seen.add(started.call_id)
+            if outcome.type == "completed":
+                out.completed += 1
+                out.tool_ms.append(float(outcome.body["tool_duration_ms"]))
+            await person.wait_until_listening(timeout_s)  # the spoken answer is over: no barge-in
+    except Exception as exc:
+        out.error = f"{type(exc).__name__}: {exc}"
+    try:
+        gate.arrive()
+        # Stay in the room until everyone is done, so the peak memory has every conversation in it.
+        await asyncio.wait_for(gate.released.wait(), timeout_s * 4)
+    except TimeoutError:
+        out.error = out.error or "never released"
+    finally:
+        if person is not None:
+            out.lost = person.lost_evidence()
+            try:
+                await asyncio.wait_for(person.aclose(), 10)
+            except Exception as exc:  # a slow disconnect does not change what was measured
+                out.error = out.error or f"close: {type(exc).__name__}"
+    return out
+
+
+def start_more_workers(stack: Stack, count: int) -> list[subprocess.Popen[bytes]]:
+    """Workers beyond the stack's own: one process per core, all registered with the same livekit-server."""
+    procs: list[subprocess.Popen[bytes]] = []
+    env = {**stack.common_env(), **stack.opts.worker_env}
+    args = [sys.executable, "-m", "agent", "start"]
+    try:
+        for n in range(2, count + 1):
+            log = stack.opts.log_dir / f"worker-{n}.log"
+            with open(log, "ab") as out:
+                proc = subprocess.Popen(args, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+            procs.append(proc)
+            _wait_for_text(log, "registered worker", proc, timeout=90)
+    except BaseException:
+        for proc in procs:
+            _terminate(proc)
+        raise
+    return procs
+
+
+async def drive(
+    stack: Stack, extra_workers: list[subprocess.Popen[bytes]], sessions: int, timeout_s: float, ramp_s: float
+) -> dict[str, Any]:
+    names = {c.name: c.proc.pid for c in stack.children}
+    trees = [TreeStats(name, pid) for name, pid in names.items()]
+    trees += [TreeStats(f"worker-{n}", proc.pid) for n, proc in enumerate(extra_workers, start=2)]
+    trees.append(TreeStats("load-generator", os.getpid(), with_children=False))
+    sampler = Sampler(trees)
+    sampler.start()
+    started = time.monotonic()
+    gate = Gate(sessions)
+    async with aiohttp.ClientSession() as http:
+        tasks = []
+        for i in range(sessions):
+            tasks.append(asyncio.create_task(one_person(i, stack.web_url, http, timeout_s, gate)))
+            if ramp_s > 0:
+                await asyncio.sleep(ramp_s / sessions)  # the arrival pattern, not a wait for something
+        # Everyone has either asked both questions or given up (each step is bounded, so this is too).
+        await gate.all_arrived.wait()
+        talk_window_s = time.monotonic() - started
+        for tree in trees:  # CPU up to here: every conversation still open
+            tree.sample(memory=False)
+        cpu = {tree.name: tree.cpu_s() for tree in trees}
+        gate.released.set()
+        outcomes = await asyncio.gather(*tasks)
+    await sampler.stop()
+    workers = [tree for tree in trees if tree.name.startswith("worker")]
+    worker_rss = sum(tree.peak_rss_mb for tree in workers)
+    worker_pss = sum(tree.peak_pss_mb for tree in workers)
+    worker_cpu = sum(cpu[tree.name] for tree in workers)
+    listen = [o.listen_s for o in outcomes if o.listen_s is not None]
+    greeted = [o.greeted_s for o in outcomes if o.greeted_s is not None]
+    tools = [ms for o in outcomes for ms in o.tool_ms]
+    errors = [o.error for o in outcomes if o.error]
+    return {
+        "sessions": sessions,
+        "got_agent": len(listen),
+        "completed": sum(1 for o in outcomes if o.completed == 2),
+        "evidence_lost": sum(len(o.lost) for o in outcomes),
+        "listen_p50_s": round(percentile(listen, 50), 2) if listen else None,
+        "listen_p95_s": round(percentile(listen, 95), 2) if listen else None,
+        "greeted_p50_s": round(percentile(greeted, 50), 2) if greeted else None,
+        "greeted_p95_s": round(percentile(greeted, 95), 2) if greeted else None,
+        "tool_p50_ms": round(percentile(tools, 50), 1) if tools else None,
+        "tool_p95_ms": round(percentile(tools, 95), 1) if tools else None,
+        "worker_processes": len(workers),
+        "rss_mb_per_session": round(worker_rss / sessions, 1),
+        "pss_mb_per_session": round(worker_pss / sessions, 1),
+        "cpu_s_per_session_minute": round(worker_cpu / (sessions * talk_window_s / 60), 2),
+        "talk_window_s": round(talk_window_s, 1),
+        "programs": {t.name: {**t.figures(), "cpu_s": round(cpu[t.name], 2)} for t in trees},
+        "errors": errors[:10],
+        "error_count": len(errors),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python bench/load.py", description=__doc__.split("\n")[0])
+    p.add_argument("--sessions", type=int, default=25, help="simulated people at once (1-200)")
+    p.add_argument("--ramp-s", type=float, default=0.0, help="spread the arrivals over this many seconds")
+    p.add_argument("--timeout-s", type=float, default=120.0, help="bound on each step of each person")
+    p.add_argument("--speed", type=float, default=8.0, help="the stand-in's speech pacing (1.0 = real time)")
+    p.add_argument("--workers", type=int, default=1, help="worker processes (one per core is the advice)")
+    p.add_argument("--max-jobs", type=int, default=None, help="LEXVOZ_MAX_JOBS per worker (default: room for all)")
+    p.add_argument("--worker-env", action="append", default=[], metavar="NAME=VALUE", help="extra worker setting")
+    p.add_argument("--out", type=Path, default=RESULTS)
+    p.add_argument("--keep-logs", type=Path, default=None, help="copy the stack's logs here at the end")
+    args = p.parse_args(argv)
+    if not 1 <= args.sessions <= 200:
+        p.error("--sessions must be between 1 and 200")
+    if not 1 <= args.workers <= 16:
+        p.error("--workers must be between 1 and 16")
+    worker_env = {"LEXVOZ_MAX_JOBS": str(args.max_jobs or -(-args.sessions // args.workers) + 1)}
+    for item in args.worker_env:
+        name, sep, value = item.partition("=")
+        if not sep or not name.startswith(("LEXVOZ_", "OTEL_")):
+            p.error(f"--worker-env wants LEXVOZ_NAME=VALUE, got {item!r}")
+        worker_env[name] = value
+    # Every person asks the page service from 127.0.0.1: lift its per-address limit for this run only.
+    os.environ["LEXVOZ_TOKEN_REQUESTS_PER_MINUTE"] = str(max(10, args.sessions * 2))
+    load_start = os.getloadavg()
+    with tempfile.TemporaryDirectory(prefix="lexvoz-load-") as tmp:
+        base = Path(tmp)
+        data_dir = base / "data"
+        data_dir.mkdir()
+        cached, seeded = _index_cache(data_dir)
+        options = StackOptions(
+            livekit_port=_livekit_port(),
+            search_port=free_port(),
+            web_port=free_port(),
+            standin_port=free_port(),
+            rehearsal=True,
+            source=constitution.require(),
+            data_dir=data_dir,
+            log_dir=base / "log",
+            ledger_path=base / "ledger.sqlite3",
+            standin_args=["--speed", str(args.speed), "--fallback-transcript", SPOKEN_QUESTION],
+            worker_env=worker_env,
+        )
+        stack = Stack(options)
+        stack.start()
+        extra: list[subprocess.Popen[bytes]] = []
+        try:
+            if not seeded:
+                _save_index(data_dir, cached)
+            extra = start_more_workers(stack, args.workers)
+            figures = asyncio.run(drive(stack, extra, args.sessions, args.timeout_s, args.ramp_s))
+        finally:
+            for proc in extra:
+                _terminate(proc)
+            stack.stop()
+            if args.keep_logs is not None:
+                shutil.copytree(base / "log", args.keep_logs, dirs_exist_ok=True)
+    figures = {
+        **figures,
+        "targets": TARGETS,
+        "worker_env": worker_env,
+        "standin_speed": args.speed,
+        "load_average_at_start": [round(x, 2) for x in load_start],
+        "load_average_at_end": [round(x, 2) for x in os.getloadavg()],
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(figures, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    print(json.dumps(figures, ensure_ascii=False))
+    return 0 if figures["completed"] == args.sessions and figures["evidence_lost"] == 0 else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,195 @@
+"""A two-node LiveKit cluster with two Lexvoz workers, started once for the whole `multinode` suite.
+
+The topology a scaled-out deployment uses (README, Deploy): Redis (Debian's `redis-server`, started here
+on a free loopback port with a throwaway directory, never a system service), two livekit-server nodes
+that share it, and two workers, each registered through a different node. The search server and the
+Realtime stand-in are shared, as they would be behind their own addresses. Each person gets a token the
+way the page service mints it, for a fresh room, and joins through the node the test picks.
+
+Starting livekit-server, the search server and two workers costs tens of seconds on a small machine,
+so the suite shares one cluster; the test that stops a worker runs last.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from agent.devstack import livekit_server
+from agent.devstack.stack import Stack, StackOptions, _terminate, _wait_for_text
+from agent.settings import Settings
+from agent.web.tokens import mint_token, new_identity, new_room_name
+from tests import constitution
+from tests.e2e.conftest import _save_index, _seed_index, livekit_port, log_tails
+from tests.ports import free_port
+
+SPOKEN_QUESTION = "¿Cuál es el idioma oficial de Panamá?"
+REDIS_START_S = 15.0
+
+
+@dataclass
+class Worker:
+    name: str
+    node_url: str
+    proc: subprocess.Popen[bytes]
+    log: Path
+
+    def rooms(self) -> set[str]:
+        """Rooms this worker received a job for, from its own log (one JSON object per line)."""
+        text = self.log.read_text(errors="replace") if self.log.exists() else ""
+        return {
+            line.split('"room": "', 1)[1].split('"', 1)[0]
+            for line in text.splitlines()
+            if '"received job request"' in line and '"room": "' in line
+        }
+
+    def kill(self) -> None:
+        """Stop the worker and its job runners at once, as a crashed host would."""
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            return
+        self.proc.wait(10)
+
+
+@dataclass
+class Cluster:
+    stack: Stack
+    node_urls: list[str]
+    workers: list[Worker] = field(default_factory=list)
+    nodes: list[subprocess.Popen[bytes]] = field(default_factory=list)
+    settings: Settings | None = None
+
+    def session(self, node: int) -> dict[str, str]:
+        """What `POST /api/session` answers, for a fresh room, joined through node `node`."""
+        assert self.settings is not None
+        room, identity = new_room_name(), new_identity()
+        token = mint_token(self.settings, room=room, identity=identity)
+        return {"url": self.node_urls[node], "token": token, "room": room, "identity": identity}
+
+    def worker_for(self, room: str) -> Worker | None:
+        return next((w for w in self.workers if room in w.rooms()), None)
+
+
+def _redis_ready(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1) as s:
+            s.sendall(b"PING\r\n")
+            return s.recv(16).startswith(b"+PONG")
+    except OSError:
+        return False
+
+
+def start_redis(data_dir: Path, log: Path) -> tuple[subprocess.Popen[bytes], int]:
+    binary = shutil.which("redis-server")
+    if binary is None:
+        pytest.skip("redis-server is not installed (apt-get install redis-server; `make test` does it)")
+    port = free_port()
+    args = [binary, "--port", str(port), "--bind", "127.0.0.1", "--dir", str(data_dir), "--save", ""]
+    args += ["--appendonly", "no", "--protected-mode", "yes", "--logfile", str(log)]
+    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, start_new_session=True)
+    deadline = time.monotonic() + REDIS_START_S
+    while not _redis_ready(port):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            _terminate(proc)
+            raise RuntimeError(f"redis-server did not start on port {port}")
+        time.sleep(0.1)
+    return proc, port
+
+
+def start_worker(stack: Stack, name: str, node_url: str) -> Worker:
+    log = stack.opts.log_dir / f"{name}.log"
+    env = {**stack.common_env(), "LIVEKIT_URL": node_url, "LEXVOZ_LEDGER_PATH": str(stack.opts.log_dir / f"{name}.db")}
+    with open(log, "ab") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "agent", "start"],
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    worker = Worker(name, node_url, proc, log)
+    _wait_for_text(log, "registered worker", proc, timeout=90)
+    return worker
+
+
+@pytest.fixture(scope="module")
+def cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    source = constitution.require()
+    try:
+        livekit_server.find_or_build(build=False, log=False)
+    except livekit_server.LiveKitServerMissing as exc:
+        pytest.skip(f"livekit-server not available (run `make livekit-server`): {exc}")
+    base = tmp_path_factory.mktemp("lexvoz-multinode")
+    data_dir, log_dir, redis_dir = base / "data", base / "log", base / "redis"
+    for d in (data_dir, log_dir, redis_dir):
+        d.mkdir()
+    save_to = _seed_index(request.config, data_dir)
+    redis, redis_port = start_redis(redis_dir, log_dir / "redis.log")
+    redis_args = ["--redis-host", f"127.0.0.1:{redis_port}"]
+    stack = Stack(
+        StackOptions(
+            livekit_port=livekit_port(),
+            search_port=free_port(),
+            web_port=free_port(),
+            standin_port=free_port(),
+            rehearsal=True,
+            source=source,
+            data_dir=data_dir,
+            log_dir=log_dir,
+            standin_args=["--speed", "8", "--fallback-transcript", SPOKEN_QUESTION],
+            livekit_args=redis_args,
+            start_web=False,
+            start_worker=False,
+        )
+    )
+    running = Cluster(stack=stack, node_urls=[stack.livekit_url])
+    try:
+        stack.start()
+        if save_to is not None:
+            _save_index(data_dir, save_to)
+        port_b = livekit_port(start=stack.opts.livekit_port + 1)
+        running.nodes.append(
+            livekit_server.start(
+                api_key=stack.opts.api_key,
+                api_secret=stack.opts.api_secret,
+                port=port_b,
+                log_path=log_dir / "livekit-server-b.log",
+                extra_args=redis_args,
+            )
+        )
+        running.node_urls.append(f"ws://127.0.0.1:{port_b}")
+        running.settings = Settings(
+            LIVEKIT_URL=stack.livekit_url,
+            LIVEKIT_API_KEY=stack.opts.api_key,
+            LIVEKIT_API_SECRET=stack.opts.api_secret,
+            LEXVOZ_AGENT_NAME=stack.opts.agent_name,
+        )
+        for i, url in enumerate(running.node_urls):
+            running.workers.append(start_worker(stack, f"worker-{'ab'[i]}", url))
+    except Exception as exc:
+        _stop(running, redis)
+        pytest.fail(f"the cluster did not start: {exc}\n{log_tails(log_dir)}", pytrace=False)
+    try:
+        yield running
+    finally:
+        _stop(running, redis)
+
+
+def _stop(cluster: Cluster, redis: subprocess.Popen[bytes]) -> None:
+    for worker in cluster.workers:
+        _terminate(worker.proc)
+    for node in cluster.nodes:
+        _terminate(node, term_twice=True)
+    cluster.stack.stop()
+    _terminate(redis)

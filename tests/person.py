@@ -1,0 +1,277 @@
+"""A simulated person for load and cluster tests: a token from the page service, a microphone, questions.
+
+The end-to-end room tests keep their own richer participant; this one is lean because dozens of them
+run in one process. It gets its room from `POST /api/session` like the page does, publishes a microphone
+that sends silence with bursts of tone where a person would speak (the Realtime stand-in's energy VAD
+turns a burst into a user turn), types questions on `lk.chat`, and records with timestamps what the
+agent publishes on `lexvoz.research` and whether the agent is still in the room. Every wait is bounded
+and wakes on room events, never on a fixed sleep.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import aiohttp
+import numpy as np
+from livekit import rtc
+
+T = TypeVar("T")
+
+RESEARCH_TOPIC = "lexvoz.research"
+CHAT_TOPIC = "lk.chat"
+TRANSCRIPTION_TOPIC = "lk.transcription"
+AGENT_STATE_ATTRIBUTE = "lk.agent.state"
+MODEL_ATTRIBUTE = "lexvoz.model"
+SAMPLE_RATE = 48_000
+FRAME_MS = 20
+SAMPLES_PER_FRAME = SAMPLE_RATE * FRAME_MS // 1000
+TERMINAL = frozenset({"completed", "failed", "discarded"})
+
+
+def tone_frames(seconds: float = 1.0, level: float = 0.3) -> list[rtc.AudioFrame]:
+    """Three voice-band tones, loud enough for the stand-in's VAD after resampling and Opus."""
+    n = int(SAMPLE_RATE * seconds)
+    t = np.arange(n) / SAMPLE_RATE
+    wave = sum(math.pow(0.6, k) * np.sin(2 * np.pi * f * t) for k, f in enumerate((220.0, 440.0, 660.0)))
+    pcm = (wave / np.max(np.abs(wave)) * level * 32767).astype(np.int16)
+    return [
+        rtc.AudioFrame(pcm[i : i + SAMPLES_PER_FRAME].tobytes(), SAMPLE_RATE, 1, SAMPLES_PER_FRAME)
+        for i in range(0, n - SAMPLES_PER_FRAME + 1, SAMPLES_PER_FRAME)
+    ]
+
+
+_TONE: list[rtc.AudioFrame] = []
+
+
+class Microphone:
+    """Continuous 20 ms frames (the stand-in ends a turn after 500 ms of silence in the audio itself)."""
+
+    def __init__(self) -> None:
+        self.source = rtc.AudioSource(SAMPLE_RATE, 1, queue_size_ms=100)
+        if not _TONE:
+            _TONE.extend(tone_frames())
+        self._silence = rtc.AudioFrame(bytes(SAMPLES_PER_FRAME * 2), SAMPLE_RATE, 1, SAMPLES_PER_FRAME)
+        self._burst_left = 0
+        self._burst_done: asyncio.Future[None] | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    async def publish(self, room: rtc.Room) -> None:
+        track = rtc.LocalAudioTrack.create_audio_track("microfono", self.source)
+        options = rtc.TrackPublishOptions(source=rtc.TrackSource.SOURCE_MICROPHONE)
+        await room.local_participant.publish_track(track, options)
+        self._task = asyncio.create_task(self._run(), name="fake-microphone")
+
+    async def speak(self, seconds: float = 1.0) -> None:
+        """Queue `seconds` of tone; returns when the burst has been handed to the source."""
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._burst_done = done
+        self._burst_left = round(seconds * 1000 / FRAME_MS)
+        await done
+
+    async def _run(self) -> None:
+        i = 0
+        while True:  # ends when aclose() cancels it
+            if self._burst_left > 0:
+                frame = _TONE[i % len(_TONE)]
+                i += 1
+                self._burst_left -= 1
+                if self._burst_left == 0 and self._burst_done is not None and not self._burst_done.done():
+                    self._burst_done.set_result(None)
+            else:
+                frame = self._silence
+            await self.source.capture_frame(frame)  # blocks while the queue is full: real-time pacing
+
+    async def aclose(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        await self.source.aclose()
+
+
+@dataclass
+class Message:
+    """One `lexvoz.research` message and when it arrived (monotonic seconds)."""
+
+    body: dict[str, Any]
+    sender: str
+    at: float
+
+    @property
+    def type(self) -> str:
+        return str(self.body.get("type"))
+
+    @property
+    def call_id(self) -> str:
+        return str(self.body.get("call_id"))
+
+
+@dataclass
+class Person:
+    """One person in one room; `session` is the page service's answer (url, token, room, identity)."""
+
+    session: dict[str, str]
+    room: rtc.Room = field(default_factory=rtc.Room)
+    mic: Microphone = field(default_factory=Microphone)
+    messages: list[Message] = field(default_factory=list)
+    agent_identity: str | None = None
+    agent_left: bool = False
+    greeted: bool = False
+    mic_subscribed: bool = False
+    _signal: asyncio.Event = field(default_factory=asyncio.Event)
+    _readers: set[asyncio.Task[None]] = field(default_factory=set)
+
+    def __post_init__(self) -> None:
+        self.room.on("data_received", self._on_data)
+        self.room.on("participant_connected", self._on_joined)
+        self.room.on("participant_disconnected", self._on_left)
+        self.room.on("participant_attributes_changed", lambda *_: self._poke())
+        self.room.on("local_track_subscribed", self._on_mic_subscribed)
+        self.room.register_text_stream_handler(RESEARCH_TOPIC, self._on_research_stream)
+        self.room.register_text_stream_handler(TRANSCRIPTION_TOPIC, self._on_transcription)
+
+    @classmethod
+    async def from_page_service(cls, web_url: str, http: aiohttp.ClientSession) -> Person:
+        """What the page does: `POST /api/session` for a fresh room and a token that dispatches the agent."""
+        async with http.post(f"{web_url.rstrip('/')}/api/session", timeout=aiohttp.ClientTimeout(total=15)) as resp:
+            if resp.status != 200:
+                raise RuntimeError(f"POST /api/session answered {resp.status}: {await resp.text()}")
+            body = await resp.json()
+        return cls({k: str(body[k]) for k in ("url", "token", "room", "identity")})
+
+    @property
+    def name(self) -> str:
+        return self.session["room"]
+
+    async def connect(self) -> None:
+        await self.room.connect(self.session["url"], self.session["token"])
+        for participant in self.room.remote_participants.values():
+            self._on_joined(participant)
+        await self.mic.publish(self.room)
+
+    async def aclose(self) -> None:
+        await self.mic.aclose()
+        await self.room.disconnect()
+        for task in list(self._readers):
+            task.cancel()
+
+    # -- what arrives ---------------------------------------------------------------------------
+
+    def _poke(self) -> None:
+        self._signal.set()
+        self._signal = asyncio.Event()
+
+    def _on_joined(self, participant: rtc.RemoteParticipant) -> None:
+        if participant.kind == rtc.ParticipantKind.PARTICIPANT_KIND_AGENT:
+            self.agent_identity = participant.identity
+            self.agent_left = False
+        self._poke()
+
+    def _on_left(self, participant: rtc.RemoteParticipant) -> None:
+        if participant.identity == self.agent_identity:
+            self.agent_left = True
+        self._poke()
+
+    def _on_mic_subscribed(self, _track: rtc.Track) -> None:
+        self.mic_subscribed = True  # only the agent subscribes to our microphone
+        self._poke()
+
+    def _on_data(self, packet: rtc.DataPacket) -> None:
+        if packet.topic == RESEARCH_TOPIC:
+            sender = packet.participant.identity if packet.participant else ""
+            self._record(packet.data.decode("utf-8"), sender)
+
+    def _on_research_stream(self, reader: rtc.TextStreamReader, identity: str) -> None:
+        async def read() -> None:
+            with contextlib.suppress(rtc.data_stream.StreamError):  # the room closed mid-stream
+                self._record(await reader.read_all(), identity)
+
+        self._track(asyncio.create_task(read()))
+
+    def _on_transcription(self, reader: rtc.TextStreamReader, identity: str) -> None:
+        async def read() -> None:
+            try:
+                text = await reader.read_all()
+            except rtc.data_stream.StreamError:  # the room closed mid-stream
+                return
+            if identity == self.agent_identity and text:
+                self.greeted = True
+            self._poke()
+
+        self._track(asyncio.create_task(read()))
+
+    def _track(self, task: asyncio.Task[None]) -> None:
+        self._readers.add(task)
+        task.add_done_callback(self._readers.discard)
+
+    def _record(self, text: str, sender: str) -> None:
+        self.messages.append(Message(json.loads(text), sender, time.monotonic()))
+        self._poke()
+
+    # -- waiting --------------------------------------------------------------------------------
+
+    async def wait_for(self, check: Callable[[], T | None], what: str, within: float) -> T:
+        """Wait until `check()` is truthy; every room event re-checks. TimeoutError names what was missing."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + within
+        while True:
+            signal = self._signal
+            value = check()
+            if value:
+                return value
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                raise TimeoutError(f"room {self.name}: no {what} within {within:.0f} s")
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(signal.wait(), remaining)
+
+    def listening(self) -> bool:
+        """The agent has joined, greeted to the end, subscribed to our microphone, and listens."""
+        if self.agent_identity is None or self.agent_left or not self.mic_subscribed or not self.greeted:
+            return False
+        agent = self.room.remote_participants.get(self.agent_identity)
+        return agent is not None and agent.attributes.get(AGENT_STATE_ATTRIBUTE) == "listening"
+
+    def hears(self) -> bool:
+        """The agent is in the room, subscribed to our microphone, and its voice model is connected.
+
+        From here on what the person says is heard, during the greeting too (speaking over it interrupts).
+        """
+        if self.agent_identity is None or self.agent_left or not self.mic_subscribed:
+            return False
+        agent = self.room.remote_participants.get(self.agent_identity)
+        return agent is not None and agent.attributes.get(MODEL_ATTRIBUTE) == "connected"
+
+    async def wait_until_heard(self, within: float) -> None:
+        await self.wait_for(self.hears, "agent that hears us", within)
+
+    async def wait_until_listening(self, within: float) -> None:
+        await self.wait_for(self.listening, "greeting from an agent that then listens", within)
+
+    def first(self, kind: str, *, exclude: set[str] | frozenset[str] = frozenset()) -> Message | None:
+        return next((m for m in self.messages if m.type == kind and m.call_id not in exclude), None)
+
+    def outcome_of(self, call_id: str) -> Message | None:
+        return next((m for m in self.messages if m.call_id == call_id and m.type in TERMINAL), None)
+
+    async def ask(self, *, typed: str | None, within: float, exclude: set[str]) -> tuple[Message, Message]:
+        """One question, typed (`typed`) or spoken (None); returns its `started` and terminal message."""
+        if typed is not None:
+            await self.room.local_participant.send_text(typed, topic=CHAT_TOPIC)
+        else:
+            await self.mic.speak()
+        started = await self.wait_for(lambda: self.first("started", exclude=exclude), "started message", within)
+        outcome = await self.wait_for(lambda: self.outcome_of(started.call_id), "evidence outcome", within)
+        return started, outcome
+
+    def lost_evidence(self) -> list[str]:
+        """Call ids that were `started` but never completed, failed or were discarded."""
+        return [m.call_id for m in self.messages if m.type == "started" and self.outcome_of(m.call_id) is None]
