@@ -84,10 +84,12 @@ class Settings(BaseSettings):
 
     # Worker process (the figures behind these defaults: README, Deploy, "Capacity")
     max_jobs: int = Field(default=10, ge=1, le=1000, alias="LEXVOZ_MAX_JOBS")
-    # "thread": jobs share the worker's process (one thread and event loop each); "process": one process per job.
-    job_executor: Literal["process", "thread"] = Field(default="thread", alias="LEXVOZ_JOB_EXECUTOR")
-    # Job runners kept warm for the next conversations (unset: livekit-agents' default, the CPU count).
-    idle_processes: int | None = Field(default=4, ge=0, le=1000, alias="LEXVOZ_IDLE_PROCESSES")
+    # "process": one process per job (livekit-agents' default); "thread": jobs share the worker's process (one
+    # thread and event loop each), far less memory, but a native-library panic in one room's connection ends
+    # every conversation of that process (seen under CPU starvation and in the two-node tests), so opt-in only.
+    job_executor: Literal["process", "thread"] = Field(default="process", alias="LEXVOZ_JOB_EXECUTOR")
+    # Job runners kept warm for the next conversations (unset: livekit-agents' default).
+    idle_processes: int | None = Field(default=None, ge=0, le=1000, alias="LEXVOZ_IDLE_PROCESSES")
     # Local Silero VAD in each conversation, besides the Realtime model's own turn detection on the server.
     local_vad: bool = Field(default=False, alias="LEXVOZ_LOCAL_VAD")
     # Pace the agent's transcript word by word with its audio (livekit-agents analyses the output audio for it).
