@@ -14,6 +14,7 @@ import re
 from collections import Counter
 
 from .norms import NormError
+from .splitter import is_heading
 
 # Lines that are only a page number: "3", "- 3 -", "Página 3", "Página 3 de 40", "Pág. 3", "3/40".
 _PAGE_NUMBER = re.compile(
@@ -54,14 +55,15 @@ def clean_lines(pages: list[str]) -> list[str]:
     for lines in split:
         edge = set(lines[:_EDGE_LINES] + lines[-_EDGE_LINES:])
         edges.update({_repeat_key(ln) for ln in edge})
-    # A line that recurs at the edge of at least half the pages (and of two or more) is running matter.
+    # A line that recurs at the edge of at least half the pages (and of two or more) is running matter; digits
+    # count as equal (page and issue numbers change), so an article or Título heading is never taken for one.
     repeated = {key for key, n in edges.items() if len(split) >= 2 and n >= max(2, len(split) / 2)}
     out: list[str] = []
     for lines in split:
         count = len(lines)
         for i, line in enumerate(lines):
             at_edge = i < _EDGE_LINES or i >= count - _EDGE_LINES
-            if at_edge and (_repeat_key(line) in repeated or _PAGE_NUMBER.match(line)):
+            if at_edge and not is_heading(line) and (_repeat_key(line) in repeated or _PAGE_NUMBER.match(line)):
                 continue
             out.append(line)
     return dehyphenate(out)

@@ -62,6 +62,11 @@ def _is_name_line(line: str) -> bool:
     )
 
 
+def is_heading(line: str) -> bool:
+    """Whether `line` opens an article or a Libro/Título/Capítulo/Sección."""
+    return bool(_ARTICLE.match(line) or _STRUCTURE.match(line))
+
+
 def split_articles(norm: str, lines: Iterable[str]) -> list[Article]:
     """Articles of `norm` from its text lines (the preamble before the first article is dropped)."""
     path: list[str | None] = [None] * len(_LEVELS)
