@@ -23,7 +23,7 @@ from .sources import ImportOptions
 
 def _settings(args: argparse.Namespace) -> ServerSettings:
     overrides: dict[str, Any] = {}
-    for name in ("host", "port", "token", "data_dir", "source"):
+    for name in ("host", "port", "token", "data_dir", "source", "norms_dir"):
         value = getattr(args, name, None)
         if value is not None:
             overrides[name] = value
@@ -135,7 +135,7 @@ def _cmd_eval(settings: ServerSettings, path: Path, details: bool) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
+def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m panama_law", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -147,6 +147,9 @@ def main(argv: list[str] | None = None) -> int:
     serve.add_argument("--port", type=int, help="port (env PANAMA_LAW_PORT, default 8765)")
     serve.add_argument("--token", help="require this bearer token (env PANAMA_LAW_TOKEN)")
     serve.add_argument("--source", type=Path, help="local source JSON for a first-run build (env PANAMA_LAW_SOURCE)")
+    serve.add_argument(
+        "--norms-dir", type=Path, help="import every norm file in this folder at start (env PANAMA_LAW_NORMS_DIR)"
+    )
     data_dir_flag(serve)
 
     download = sub.add_parser("download", help="fetch the pinned Constitution JSON, verify it, build the index")
@@ -183,7 +186,11 @@ def main(argv: list[str] | None = None) -> int:
     ev.add_argument("--details", action="store_true", help="also print per-question rankings")
     data_dir_flag(ev)
 
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("mcp").setLevel(logging.WARNING)  # one INFO line per stateless request otherwise
     try:

@@ -13,6 +13,7 @@ import json
 import shutil
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -275,3 +276,30 @@ def test_constitution_questions_still_find_their_article_beside_another_law(
     combined: Searcher, question: str, article: int
 ) -> None:
     assert f"{CONSTITUTION}, artículo {article}" in [h.article.citation for h in combined.search(question)]
+
+
+def test_compose_mounts_a_norms_folder_where_the_search_server_imports_from() -> None:
+    import yaml
+
+    compose = yaml.safe_load((Path(__file__).resolve().parents[1] / "docker-compose.yml").read_text("utf-8"))
+    search = compose["services"]["search"]
+    target = search["environment"]["PANAMA_LAW_NORMS_DIR"]
+    assert any(v.endswith(f":{target}:ro") for v in search["volumes"]), search["volumes"]
+
+
+def test_make_run_passes_the_norms_folder_to_the_search_server(tmp_path: Path) -> None:
+    from agent.devstack.stack import Stack, StackOptions
+
+    captured: dict[str, list[str]] = {}
+
+    class Probe(Stack):
+        def _spawn(self, name: str, args: list[str], env: dict[str, str]) -> Any:
+            captured[name] = args
+            raise RuntimeError("stop here")
+
+    with pytest.raises(RuntimeError, match="stop here"):
+        Probe(StackOptions(norms_dir=tmp_path / "normas", log_dir=tmp_path))._start_search()
+    args = captured["search"]
+    assert args[args.index("--norms-dir") + 1] == str(tmp_path / "normas")
+    serve = cli.parser().parse_args(["serve", "--norms-dir", str(tmp_path)])
+    assert cli._settings(serve).norms_dir == tmp_path
