@@ -303,3 +303,21 @@ def test_make_run_passes_the_norms_folder_to_the_search_server(tmp_path: Path) -
     assert args[args.index("--norms-dir") + 1] == str(tmp_path / "normas")
     serve = cli.parser().parse_args(["serve", "--norms-dir", str(tmp_path)])
     assert cli._settings(serve).norms_dir == tmp_path
+
+
+async def test_the_workers_gateway_accepts_sources_of_any_norm_with_their_metadata(combined: Searcher) -> None:
+    """The tool contract is unchanged: the worker's own gateway validates and keeps every field."""
+    from agent.mcp.gateway import GatewayOptions, McpGateway
+    from tests.search_server import SERVER_TOKEN, serving
+
+    with serving(combined) as url:
+        gw = McpGateway(GatewayOptions(url=f"{url}/mcp", token=SERVER_TOKEN))
+        try:
+            result = await gw.search({"query": "me robaron la bicicleta pública, tengo que pagarla"})
+        finally:
+            await gw.aclose()
+    assert result.dropped == 0
+    top = result.sources[0]
+    assert top.citation == "Ley de prueba 7 de 2099, artículo 31"
+    assert (top.date, top.gaceta) == ("2099-11-30", "99999-A")
+    assert str(top.official_source_url).startswith("https://example.org/gaceta/")
