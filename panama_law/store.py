@@ -41,11 +41,14 @@ def _rewrite(data_dir: Path) -> Iterator[sqlite3.Connection]:
         legacy: index.LoadedIndex | None = None
         with contextlib.closing(sqlite3.connect(tmp)) as db:
             if final.is_file():
-                with contextlib.closing(sqlite3.connect(f"file:{final}?mode=ro", uri=True)) as old:
-                    if index.schema_version(old) == str(index.SCHEMA_VERSION):
-                        old.backup(db)
-                    else:
-                        legacy = index.read(old, final)  # format 1, or an IndexLoadError for anything else
+                try:
+                    with contextlib.closing(sqlite3.connect(f"file:{final}?mode=ro", uri=True)) as old:
+                        if index.schema_version(old) == str(index.SCHEMA_VERSION):
+                            old.backup(db)
+                        else:
+                            legacy = index.read(old, final)  # format 1, or an IndexLoadError for anything else
+                except (sqlite3.Error, KeyError) as exc:
+                    raise index.IndexLoadError(f"index at {final} is unreadable ({exc}); move it away first") from exc
             if index.schema_version(db) is None:
                 db.executescript(index.SCHEMA)
             db.execute("PRAGMA foreign_keys = ON")

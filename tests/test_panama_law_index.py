@@ -321,3 +321,14 @@ async def test_the_workers_gateway_accepts_sources_of_any_norm_with_their_metada
     assert top.citation == "Ley de prueba 7 de 2099, artículo 31"
     assert (top.date, top.gaceta) == ("2099-11-30", "99999-A")
     assert str(top.official_source_url).startswith("https://example.org/gaceta/")
+
+
+def test_importing_over_a_corrupt_index_is_refused_and_leaves_it_alone(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    index.index_path(data).write_bytes(b"not a database at all" * 100)
+    before = _digest(index.index_path(data))
+    with pytest.raises(index.IndexLoadError, match="unreadable"):
+        import_norms(_jsonl(tmp_path / "x.jsonl", "Ley sintética X", ["Texto."]), data)
+    assert _digest(index.index_path(data)) == before
+    assert sorted(p.name for p in data.iterdir()) == [index.INDEX_FILE]
