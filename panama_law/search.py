@@ -212,14 +212,15 @@ class Searcher:
             ("dense_passage", dense_p_art, False),
             ("dense_article", dense_a, False),
         ):
-            order = [int(p) for p in np.argsort(-scores, kind="stable")[: cfg.depth]]
+            order = top_positions(scores, cfg.depth)
             if needs_positive:
                 order = [p for p in order if scores[p] > 0]
             rankings[name] = order
             weight = cfg.weight(name)
             for rank, pos in enumerate(order):
                 fused[pos] += weight / (cfg.rrf_k + rank + 1)
-        ranked = [int(i) for i in np.argsort(-fused, kind="stable") if fused[i] > 0]
+        positive = np.flatnonzero(fused > 0)
+        ranked = [int(i) for i in positive[np.argsort(-fused[positive], kind="stable")]]
         sig = Signals(
             dense_max=float(dense_p_art.max()),
             lex_max=float(lex_a.max()),
@@ -253,6 +254,16 @@ class Searcher:
         best = int(ids[int(np.argmax(lex_norm + (dense_p[ids] - dense_p[ids].min())))])
         p = self.index.passages[best]
         return excerpt_around(article.text, p.start, p.end)
+
+
+def top_positions(scores: np.ndarray, depth: int) -> list[int]:
+    """The first `depth` positions of a stable descending sort of `scores` (ties by position), without sorting
+    every article: with many norms indexed, a full sort per ranking per query is most of the corpus-size cost."""
+    if len(scores) <= depth:
+        return [int(p) for p in np.argsort(-scores, kind="stable")]
+    cut = np.partition(scores, len(scores) - depth)[len(scores) - depth]
+    candidates = np.flatnonzero(scores >= cut)
+    return [int(p) for p in candidates[np.argsort(-scores[candidates], kind="stable")][:depth]]
 
 
 def excerpt_around(text: str, start: int, end: int, limit: int = MAX_EXCERPT_CHARS) -> str:

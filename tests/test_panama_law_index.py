@@ -332,3 +332,12 @@ def test_importing_over_a_corrupt_index_is_refused_and_leaves_it_alone(tmp_path:
         import_norms(_jsonl(tmp_path / "x.jsonl", "Ley sintética X", ["Texto."]), data)
     assert _digest(index.index_path(data)) == before
     assert sorted(p.name for p in data.iterdir()) == [index.INDEX_FILE]
+
+
+def test_top_positions_equal_a_full_stable_sort_ties_included() -> None:
+    from panama_law.search import top_positions
+
+    rng = np.random.default_rng(3)
+    for size in (5, 30, 31, 400):
+        scores = rng.integers(0, 6, size=size).astype(np.float32)  # many ties
+        assert top_positions(scores, 30) == [int(p) for p in np.argsort(-scores, kind="stable")[:30]]
