@@ -1,9 +1,12 @@
-"""Latency benchmark: full MCP round trips over loopback HTTP against `python -m panama_law serve`.
+"""Latency benchmark: full MCP round trips over loopback HTTP against `python -m panama_law serve`, at scale.
 
-Starts the server in a subprocess (building its index into a scratch directory from the shared data, which also
-measures build time and peak memory of the build and of the server process), then sends >= 500 `tools/call`
-requests with a real MCP client, cycling through the eval file's questions. Prints the figures and writes them
-to bench/results/search.json.
+Builds an index in a scratch directory: the Constitution, then generated filler norms until the corpus is
+`--scale` times the Constitution's article count (default 10x), imported through `python -m panama_law import`
+like any team's laws. The filler is made of the Constitution's own sentences reshuffled into new articles under
+new names, so term statistics and passage lengths stay realistic; it is benchmark data, never legal text. Then it
+starts the server in a subprocess, sends >= 500 `tools/call` requests with a real MCP client, cycling through the
+eval file's questions, and writes build time, peak memory of the build and of the server, latency percentiles and
+the machine's load average to bench/results/search.json (the machine may be shared: read latency with the load).
 """
 
 from __future__ import annotations
@@ -12,7 +15,9 @@ import argparse
 import asyncio
 import json
 import os
+import random
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -31,11 +36,70 @@ if str(ROOT) not in sys.path:  # `python bench/search.py` from the repository ro
     sys.path.insert(0, str(ROOT))
 
 from bench.stats import percentile  # noqa: E402
+from panama_law import corpus, index  # noqa: E402
 from tests import constitution  # noqa: E402
 from tests.ports import free_port  # noqa: E402
 
 DEFAULT_EVAL = ROOT / "../shared/eval/retrieval_visible.jsonl"
 RESULTS = ROOT / "bench" / "results" / "search.json"
+
+
+def filler_norms(constitution: bytes, scale: int, seed: int = 7) -> list[dict[str, Any]]:
+    """.jsonl rows of (scale - 1) filler norms, each as long as the Constitution, from its reshuffled sentences."""
+    from panama_law.passages import sentences
+
+    articles = corpus.parse(constitution)
+    pool = [a.text[s.start : s.end].strip() for a in articles for s in sentences(a.text)]
+    lengths = [len(sentences(a.text)) for a in articles]
+    rng = random.Random(seed)
+    rows: list[dict[str, Any]] = []
+    for n in range(1, scale):
+        name = f"Norma de relleno {n} de banco"
+        for number, count in enumerate(lengths, 1):
+            title = rng.randint(1, 12)
+            rows.append(
+                {
+                    "norm": name,
+                    "article": number,
+                    "text": " ".join(rng.choice(pool) for _ in range(count)),
+                    "headings": [f"Título {title}. Relleno {title}", f"Capítulo {number // 10 + 1}"],
+                    "gaceta": f"{90000 + n}",
+                    "date": "2000-01-01",
+                }
+            )
+    return rows
+
+
+def _timed_import(path: Path, data_dir: str) -> float:
+    started = time.perf_counter()
+    subprocess.run(
+        [sys.executable, "-m", "panama_law", "import", str(path), "--data-dir", data_dir],
+        check=True,
+        cwd=ROOT,
+        capture_output=True,
+    )
+    return time.perf_counter() - started
+
+
+def _in_process(scaled: Path, alone: Path, questions: list[str], n: int) -> dict[str, Any]:
+    """`Searcher.search` alone (no HTTP), on the scaled index and on the Constitution alone, queries interleaved
+    so both see the same machine load: the difference is what the corpus size costs."""
+    from panama_law.search import Searcher
+
+    searchers = {"scaled": Searcher(index.load(scaled)), "constitution_alone": Searcher(index.load(alone))}
+    times: dict[str, list[float]] = {name: [] for name in searchers}
+    for q in questions[:5]:
+        for searcher in searchers.values():
+            searcher.search(q)
+    for i in range(n):
+        for name, searcher in searchers.items():
+            started = time.perf_counter()
+            searcher.search(questions[i % len(questions)])
+            times[name].append((time.perf_counter() - started) * 1000)
+    return {
+        name: {"p50_ms": round(statistics.median(t), 2), "p99_ms": round(percentile(t, 99), 2)}
+        for name, t in times.items()
+    }
 
 
 def _peak_rss_mb(pid: int) -> float | None:
@@ -71,6 +135,7 @@ async def _run_queries(url: str, questions: list[str], n: int) -> list[float]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--queries", type=int, default=600)
+    parser.add_argument("--scale", type=int, default=10, help="corpus size as a multiple of the Constitution's")
     parser.add_argument("--eval-file", type=Path, default=DEFAULT_EVAL)
     parser.add_argument("--source", type=Path, default=None, help="default: beside the checkout, cached or downloaded")
     args = parser.parse_args()
@@ -81,18 +146,24 @@ def main() -> int:
             return 2
         args.source = found.path
     questions = [json.loads(line)["question"] for line in args.eval_file.read_text("utf-8").splitlines() if line]
+    load_at_start = os.getloadavg()
 
     with tempfile.TemporaryDirectory(prefix="panama-law-bench-") as data_dir:
-        started = time.perf_counter()
-        subprocess.run(
-            [sys.executable, "-m", "panama_law", "import", str(args.source), "--data-dir", data_dir],
-            check=True,
-            cwd=ROOT,
-            capture_output=True,
-        )
-        build_s = time.perf_counter() - started
-        # Only the import child has ended so far, so the children's peak RSS is the build's.
+        constitution_s = _timed_import(args.source, data_dir)
+        alone = Path(data_dir) / "constitution-alone"
+        alone.mkdir()
+        shutil.copy(index.index_path(Path(data_dir)), index.index_path(alone))
+        filler = Path(data_dir) / "filler.jsonl"
+        rows = filler_norms(args.source.read_bytes(), args.scale)
+        filler.write_text("\n".join(json.dumps(r, ensure_ascii=False) for r in rows), encoding="utf-8")
+        filler_s = _timed_import(filler, data_dir) if rows else 0.0
+        filler.unlink()
+        # Only the import children have ended so far, so the children's peak RSS is the builds'.
         build_rss_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+        loaded = index.load(Path(data_dir))
+        sizes = {"norms": len(loaded.norms), "articles": len(loaded.articles), "passages": len(loaded.passages)}
+        index_mb = index.index_path(Path(data_dir)).stat().st_size / 1e6
+        del loaded
 
         port = free_port()
         env = {**os.environ, "PANAMA_LAW_LOG_LEVEL": "warning"}
@@ -111,7 +182,7 @@ def main() -> int:
                         break
                 except httpx.HTTPError:
                     pass
-                if proc.poll() is not None or time.perf_counter() - ready_started > 60:
+                if proc.poll() is not None or time.perf_counter() - ready_started > 600:
                     raise RuntimeError("server did not become healthy")
                 time.sleep(0.05)
             ready_s = time.perf_counter() - ready_started
@@ -120,19 +191,25 @@ def main() -> int:
         finally:
             proc.terminate()
             proc.wait(timeout=15)
+        in_process = _in_process(Path(data_dir), alone, questions, args.queries)
 
     figures: dict[str, Any] = {
+        "corpus": {**sizes, "scale_vs_constitution": args.scale, "index_file_mb": round(index_mb, 1)},
         "queries": len(timings),
         "p50_ms": round(statistics.median(timings), 2),
         "p90_ms": round(percentile(timings, 90), 2),
         "p99_ms": round(percentile(timings, 99), 2),
         "max_ms": round(max(timings), 2),
-        "index_build_s": round(build_s, 2),
+        "in_process_search_ms": in_process,
+        "index_build_s": round(constitution_s + filler_s, 2),
+        "index_build_constitution_s": round(constitution_s, 2),
+        "index_build_filler_s": round(filler_s, 2),
         "index_build_peak_rss_mb": round(build_rss_mb, 1),
         "server_ready_s": round(ready_s, 2),
         "server_peak_rss_mb": round(rss, 1) if rss is not None else None,
         "cpu_count": os.cpu_count(),
-        "load_average_1m_at_end": round(os.getloadavg()[0], 2),
+        "load_average_at_start": [round(x, 2) for x in load_at_start],
+        "load_average_at_end": [round(x, 2) for x in os.getloadavg()],
     }
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(figures, indent=2) + "\n", encoding="utf-8")

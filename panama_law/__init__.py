@@ -1,4 +1,5 @@
-"""Embedded MCP search server for the Constitución Política de la República de Panamá.
+"""Embedded MCP search server for the Constitución Política de la República de Panamá and the laws and codes a
+team imports beside it (`python -m panama_law import`).
 
 A separate program from the Lexvoz worker: it serves `search_panama_law` over streamable HTTP with the same
 contract the gateway checks, so it and any other conforming server (e.g. LexLatam's) are interchangeable.

@@ -1,4 +1,4 @@
-"""Command line: `python -m panama_law {serve,download,import,eval}`.
+"""Command line: `python -m panama_law {serve,download,import,norms,remove,search,eval}`.
 
 Flags override PANAMA_LAW_* environment variables; errors print one line and exit non-zero, never a traceback.
 """
@@ -18,11 +18,12 @@ from .corpus import CorpusError
 from .fingerprint import FingerprintKeyError
 from .index import IndexLoadError
 from .settings import ServerSettings
+from .sources import ImportOptions
 
 
 def _settings(args: argparse.Namespace) -> ServerSettings:
     overrides: dict[str, Any] = {}
-    for name in ("host", "port", "token", "data_dir", "source"):
+    for name in ("host", "port", "token", "data_dir", "source", "norms_dir"):
         value = getattr(args, name, None)
         if value is not None:
             overrides[name] = value
@@ -71,11 +72,56 @@ def _cmd_download(settings: ServerSettings) -> int:
     return 0
 
 
-def _cmd_import(settings: ServerSettings, path: Path, checksum: bool) -> int:
-    from .build import import_file
+def _cmd_import(settings: ServerSettings, args: argparse.Namespace) -> int:
+    from .build import import_folder, import_norms
 
-    built = import_file(path, settings.data_dir, settings.source_sha256 if checksum else None)
-    print(f"index built at {built}")
+    path: Path = args.path
+    if path.is_dir():
+        if any(getattr(args, flag) for flag in ("norm", "date", "gaceta", "url")):
+            raise ValueError("--norm/--date/--gaceta/--url name one file; a folder's files use NAME.meta.json sidecars")
+        outcomes = import_folder(path, settings.data_dir)
+        for o in outcomes:
+            state = f"refused: {o.error}" if o.error else "unchanged" if o.unchanged else "imported"
+            print(f"{o.file}: {state}" + (f" ({', '.join(o.norms)})" if o.norms else ""))
+        return 1 if any(o.error for o in outcomes) else 0
+    options = ImportOptions(
+        norm=args.norm,
+        date=args.date,
+        gaceta=args.gaceta,
+        url=args.url,
+        expected_sha256=settings.source_sha256 if not args.no_checksum else None,
+    )
+    for info in import_norms(path, settings.data_dir, options):
+        print(f"imported {info.name}: {info.article_count} articles")
+    print(f"index at {settings.data_dir}")
+    return 0
+
+
+def _cmd_norms(settings: ServerSettings) -> int:
+    from .index import list_norms
+
+    for info in list_norms(settings.data_dir):
+        meta = [f"{k} {v}" for k, v in (("date", info.date), ("gaceta", info.gaceta), ("url", info.url)) if v]
+        print(f"{info.name}\t{info.article_count} articles\t{info.kind}" + (f"\t{'; '.join(meta)}" if meta else ""))
+    return 0
+
+
+def _cmd_remove(settings: ServerSettings, name: str) -> int:
+    from .store import remove_norm
+
+    remove_norm(settings.data_dir, name)
+    print(f"removed {name}")
+    return 0
+
+
+def _cmd_search(settings: ServerSettings, question: str, as_json: bool) -> int:
+    from . import index
+    from .schema import text_rendering, to_source, validate_query
+    from .search import Searcher
+
+    query = validate_query({"query": question})
+    sources = [to_source(hit) for hit in Searcher(index.load(settings.data_dir)).search(query)]
+    print(json.dumps({"results": sources}, ensure_ascii=False, indent=2) if as_json else text_rendering(sources))
     return 0
 
 
@@ -89,7 +135,7 @@ def _cmd_eval(settings: ServerSettings, path: Path, details: bool) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
+def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m panama_law", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -101,22 +147,50 @@ def main(argv: list[str] | None = None) -> int:
     serve.add_argument("--port", type=int, help="port (env PANAMA_LAW_PORT, default 8765)")
     serve.add_argument("--token", help="require this bearer token (env PANAMA_LAW_TOKEN)")
     serve.add_argument("--source", type=Path, help="local source JSON for a first-run build (env PANAMA_LAW_SOURCE)")
+    serve.add_argument(
+        "--norms-dir", type=Path, help="import every norm file in this folder at start (env PANAMA_LAW_NORMS_DIR)"
+    )
     data_dir_flag(serve)
 
     download = sub.add_parser("download", help="fetch the pinned Constitution JSON, verify it, build the index")
     data_dir_flag(download)
 
-    imp = sub.add_parser("import", help="build the index from a local copy of the Constitution JSON")
+    imp = sub.add_parser(
+        "import",
+        help="add a norm (Constitution .json, law .txt/.pdf, .jsonl; or a folder of them), replacing one of that name",
+    )
     imp.add_argument("path", type=Path)
-    imp.add_argument("--no-checksum", action="store_true", help="accept a file that differs from the pinned sha256")
+    imp.add_argument("--norm", help="the norm's name as cited, e.g. 'Ley 6 de 2002' (default: sidecar or file name)")
+    imp.add_argument("--date", help="publication date, YYYY-MM-DD")
+    imp.add_argument("--gaceta", help="Gaceta Oficial number")
+    imp.add_argument("--url", help="official source link (http/https)")
+    imp.add_argument(
+        "--no-checksum", action="store_true", help="accept a Constitution JSON that differs from the pinned sha256"
+    )
     data_dir_flag(imp)
 
-    ev = sub.add_parser("eval", help="retrieval metrics for a JSONL file of {question, gold}")
+    norms = sub.add_parser("norms", help="list the indexed norms with their article counts and metadata")
+    data_dir_flag(norms)
+
+    rm = sub.add_parser("remove", help="remove one norm from the index, by its exact name")
+    rm.add_argument("name")
+    data_dir_flag(rm)
+
+    se = sub.add_parser("search", help="print the sources the tool would return for a question")
+    se.add_argument("question")
+    se.add_argument("--json", action="store_true", help='print {"results": [...]} exactly as the tool returns it')
+    data_dir_flag(se)
+
+    ev = sub.add_parser("eval", help="retrieval metrics for a JSONL file of {question, gold: [citations or numbers]}")
     ev.add_argument("file", type=Path)
     ev.add_argument("--details", action="store_true", help="also print per-question rankings")
     data_dir_flag(ev)
 
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("mcp").setLevel(logging.WARNING)  # the SDK logs one INFO line per request otherwise
     try:
@@ -126,12 +200,19 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "download":
             return _cmd_download(settings)
         if args.command == "import":
-            return _cmd_import(settings, args.path, checksum=not args.no_checksum)
+            return _cmd_import(settings, args)
+        if args.command == "norms":
+            return _cmd_norms(settings)
+        if args.command == "remove":
+            return _cmd_remove(settings, args.name)
+        if args.command == "search":
+            return _cmd_search(settings, args.question, args.json)
         return _cmd_eval(settings, args.file, args.details)
     except ValidationError as exc:
         err = exc.errors()[0]
         print(f"error: invalid setting {err['loc'][0] if err['loc'] else '?'}: {err['msg']}", file=sys.stderr)
     except (CorpusError, IndexLoadError, FingerprintKeyError, OSError, ValueError) as exc:
+        # NormError and QueryError are ValueErrors: one line, never a traceback.
         print(f"error: {exc}", file=sys.stderr)
     return 1
 

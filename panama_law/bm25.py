@@ -1,7 +1,9 @@
 """Okapi BM25 over stemmed terms, held in memory as an inverted index of numpy arrays.
 
-The corpus is a few hundred articles and a couple of thousand passages, so an in-memory index answers in well under
-a millisecond and needs no query-time I/O; it is rebuilt from the stored text at load time in a few milliseconds.
+Documents may be grouped (one group per norm): each group keeps its own document frequencies and average length,
+so importing a law never changes how the Constitution's articles rank among themselves, and a short law's rare
+words are not weighed against the vocabulary of a long code. Each posting stores its idf-weighted term weight, so
+a query costs one scatter-add per known term; the index is rebuilt from the stored text at load time.
 """
 
 from __future__ import annotations
@@ -14,13 +16,21 @@ import numpy as np
 
 
 class BM25:
-    """BM25 scores of a query against each of `docs` (each a list of terms)."""
+    """BM25 scores of a query against each of `docs` (each a list of terms), statistics per group of `groups`."""
 
-    def __init__(self, docs: Sequence[Sequence[str]], k1: float = 1.2, b: float = 0.75) -> None:
+    def __init__(
+        self, docs: Sequence[Sequence[str]], k1: float = 1.2, b: float = 0.75, groups: Sequence[int] | None = None
+    ) -> None:
         self.size = len(docs)
+        group_of = np.asarray(groups if groups is not None else [0] * self.size, dtype=np.int32)
         lengths = np.array([len(d) for d in docs], dtype=np.float32)
-        avg = float(lengths.mean()) if self.size else 1.0
-        norm = k1 * (1.0 - b + b * lengths / max(avg, 1e-9))
+        norm = np.zeros(self.size, dtype=np.float32)
+        group_sizes: dict[int, int] = {}
+        for g in np.unique(group_of) if self.size else []:
+            members = group_of == g
+            avg = float(lengths[members].mean())
+            norm[members] = k1 * (1.0 - b + b * lengths[members] / max(avg, 1e-9))
+            group_sizes[int(g)] = int(members.sum())
         postings: dict[str, tuple[list[int], list[int]]] = {}
         for doc_id, doc in enumerate(docs):
             for term, tf in Counter(doc).items():
@@ -28,14 +38,18 @@ class BM25:
                 ids.append(doc_id)
                 tfs.append(tf)
         self._postings: dict[str, tuple[np.ndarray, np.ndarray]] = {}
-        self.idf: dict[str, float] = {}
+        self._groups: dict[str, frozenset[int]] = {}
         for term, (ids, tfs) in postings.items():
             id_arr = np.array(ids, dtype=np.int32)
             tf_arr = np.array(tfs, dtype=np.float32)
             weights = tf_arr * (k1 + 1.0) / (tf_arr + norm[id_arr])
-            df = len(ids)
-            self.idf[term] = math.log(1.0 + (self.size - df + 0.5) / (df + 0.5))
-            self._postings[term] = (id_arr, weights.astype(np.float32))
+            doc_groups = group_of[id_arr]
+            self._groups[term] = frozenset(int(g) for g in np.unique(doc_groups))
+            idf = np.empty(len(ids), dtype=np.float32)
+            for g, df in Counter(doc_groups.tolist()).items():
+                n = group_sizes[g]
+                idf[doc_groups == g] = math.log(1.0 + (n - df + 0.5) / (df + 0.5))
+            self._postings[term] = (id_arr, (weights * idf).astype(np.float32))
 
     def scores(self, query_terms: Iterable[tuple[str, float]]) -> np.ndarray:
         """Scores for weighted query terms (term, weight); unknown terms contribute nothing."""
@@ -44,9 +58,19 @@ class BM25:
             posting = self._postings.get(term)
             if posting is None:
                 continue
-            ids, weights = posting
-            out[ids] += weight * self.idf[term] * weights
+            ids, weighted = posting
+            out[ids] += weight * weighted
         return out
 
     def known(self, term: str) -> bool:
         return term in self._postings
+
+    def best_group_coverage(self, query_terms: Sequence[str]) -> float:
+        """The largest share of `query_terms` that one group (norm) uses at all: a question that borrows one word
+        from each of several laws is not thereby about any of them."""
+        if not query_terms:
+            return 0.0
+        counts: Counter[int] = Counter()
+        for term in query_terms:
+            counts.update(self._groups.get(term, frozenset()))
+        return max(counts.values(), default=0) / len(query_terms)

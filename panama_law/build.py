@@ -1,49 +1,102 @@
-"""From source bytes to an index on disk: verify, parse, build atomically. Shared by `download`, `import`, `serve`.
+"""From source files to an index on disk: verify, parse, write atomically. Shared by `download`, `import`, `serve`.
 
-Verification and parsing happen before anything is written, and the index itself is written beside the old one
-and swapped in with os.replace, so a refused or failed build leaves an existing index exactly as it was.
+Verification and parsing happen before anything is written, and every write goes to a copy swapped in with
+os.replace (`panama_law.store`), so a refused or failed import leaves an existing index exactly as it was.
 """
 
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from pathlib import Path
 
-from . import corpus, index
+from . import corpus, index, store
+from .norms import NormInfo
 from .search import Searcher
 from .settings import ServerSettings
+from .sources import ImportOptions, ParsedNorm, is_norm_file, read_norms
 
 log = logging.getLogger(__name__)
 
 
 def build_from_bytes(data: bytes, data_dir: Path, expected_sha256: str | None) -> Path:
+    """The Constitution JSON's bytes into the index (replacing only the Constitution)."""
     corpus.verify_checksum(data, expected_sha256)
     articles = corpus.parse(data)
-    return index.build(articles, data_dir, data)
+    info = NormInfo(corpus.DOCUMENT_NAME, "constitution", source_sha256=corpus.sha256_hex(data))
+    return store.put_norms(data_dir, [ParsedNorm(info, articles)])
+
+
+def import_norms(path: Path, data_dir: Path, options: ImportOptions | None = None) -> list[NormInfo]:
+    """Parse `path` (any supported format) and add its norms, replacing same-named ones; returns what was written."""
+    parsed = read_norms(path, options)
+    store.put_norms(data_dir, parsed)
+    return [
+        NormInfo(p.info.name, p.info.kind, p.info.date, p.info.gaceta, p.info.url, article_count=len(p.articles))
+        for p in parsed
+    ]
 
 
 def import_file(path: Path, data_dir: Path, expected_sha256: str | None) -> Path:
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise corpus.CorpusError(f"cannot read {path}: {exc.strerror or exc}") from exc
-    return build_from_bytes(data, data_dir, expected_sha256)
+    """The Constitution JSON (or any norm file) at `path` into the index; kept for the first-run build."""
+    import_norms(path, data_dir, ImportOptions(expected_sha256=expected_sha256))
+    return index.index_path(data_dir)
 
 
 def download_and_build(url: str, data_dir: Path, expected_sha256: str) -> Path:
     return build_from_bytes(corpus.download(url), data_dir, expected_sha256)
 
 
+@dataclass(frozen=True, slots=True)
+class FolderOutcome:
+    """One file of a norms folder: what it became, or why it was refused (one line)."""
+
+    file: str
+    norms: tuple[str, ...] = ()
+    unchanged: bool = False
+    error: str | None = None
+
+
+def import_folder(folder: Path, data_dir: Path) -> list[FolderOutcome]:
+    """Import every norm file in `folder` (sidecars give the metadata); a file already indexed from the same bytes
+    and metadata is skipped, and a bad file is reported and skipped, leaving the index as it was for it."""
+    if not folder.is_dir():
+        raise corpus.CorpusError(f"norms folder {folder} is not a directory")
+    outcomes: list[FolderOutcome] = []
+    for path in sorted(p for p in folder.iterdir() if is_norm_file(p)):
+        try:
+            parsed = read_norms(path, ImportOptions(expected_sha256=None))
+            names = tuple(p.info.name for p in parsed)
+            if all(store.is_current(data_dir, p.info) for p in parsed):
+                outcomes.append(FolderOutcome(path.name, names, unchanged=True))
+                continue
+            store.put_norms(data_dir, parsed)
+            outcomes.append(FolderOutcome(path.name, names))
+        except (ValueError, OSError, index.IndexLoadError) as exc:
+            outcomes.append(FolderOutcome(path.name, error=str(exc)))
+    return outcomes
+
+
+def log_outcomes(outcomes: list[FolderOutcome]) -> None:
+    for o in outcomes:
+        if o.error:
+            log.error("norms folder: %s refused: %s", o.file, o.error)
+        else:
+            log.info("norms folder: %s %s (%s)", o.file, "unchanged" if o.unchanged else "imported", ", ".join(o.norms))
+
+
 def ensure_index(settings: ServerSettings) -> None:
-    """Build the index on first run: from the configured local source if any, else by download."""
-    if index.index_path(settings.data_dir).is_file():
-        return
-    if settings.source is not None:
-        log.info("no index yet; importing the configured source file")
-        import_file(settings.source, settings.data_dir, settings.source_sha256)
-    else:
-        log.info("no index yet; downloading the pinned source")
-        download_and_build(settings.source_url, settings.data_dir, settings.source_sha256)
+    """Build the index on first run (from the configured local source if any, else by download), then bring in
+    the operator's norms folder if one is configured."""
+    if not index.index_path(settings.data_dir).is_file():
+        if settings.source is not None:
+            log.info("no index yet; importing the configured source file")
+            import_file(settings.source, settings.data_dir, settings.source_sha256)
+        else:
+            log.info("no index yet; downloading the pinned source")
+            download_and_build(settings.source_url, settings.data_dir, settings.source_sha256)
+    if settings.norms_dir is not None:
+        log_outcomes(import_folder(settings.norms_dir, settings.data_dir))
 
 
 def load_searcher(settings: ServerSettings) -> Searcher:

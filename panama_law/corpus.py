@@ -10,10 +10,11 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from dataclasses import dataclass
 from typing import Any
 
 import httpx
+
+from .norms import Article
 
 SOURCE_URL = (
     "https://raw.githubusercontent.com/Jakisundays/act-panama-api/"
@@ -29,28 +30,6 @@ _CHAPTERS_KEY = "capitulos"
 
 class CorpusError(ValueError):
     """The source file is not the one we expect (checksum, shape or content); the message says which."""
-
-
-@dataclass(frozen=True, slots=True)
-class Article:
-    """One article with where it sits in the Constitution; `number` comes from the key, not the position."""
-
-    number: int
-    titulo: str
-    capitulo: str | None
-    text: str
-
-    @property
-    def citation(self) -> str:
-        return f"{DOCUMENT_NAME}, artículo {self.number}"
-
-    @property
-    def heading(self) -> str:
-        """Título and Capítulo names, as shown to the user in the source's `title`."""
-        parts = [DOCUMENT_NAME, self.titulo]
-        if self.capitulo:
-            parts.append(self.capitulo)
-        return " — ".join(parts)
 
 
 def sha256_hex(data: bytes) -> str:
@@ -111,7 +90,8 @@ def _collect(out: dict[int, Article], titulo: str, capitulo: str | None, body: d
             number = int(match.group(1))
             if number in out:
                 raise CorpusError(f"malformed source file: article {number} appears twice")
-            out[number] = Article(number=number, titulo=titulo, capitulo=capitulo, text=_clean_text(value))
+            headings = (titulo, capitulo) if capitulo else (titulo,)
+            out[number] = Article(norm=DOCUMENT_NAME, number=number, headings=headings, text=_clean_text(value))
         elif isinstance(value, dict):
             if key.strip().lower() == _CHAPTERS_KEY:
                 _collect(out, titulo, capitulo, value)

@@ -1,4 +1,7 @@
-"""Retrieval evaluation over a JSONL file of {id, question, gold: [article numbers], ...}.
+"""Retrieval evaluation over a JSONL file of {id, question, gold: [...], ...}.
+
+`gold` lists citations ("Ley 6 de 2002, artículo 3", matched ignoring case and accents) or, as the first eval
+files did, bare numbers, which name articles of the Constitution.
 
 Items with an empty `gold` are out of scope: the right answer is no source at all. In-scope metrics are computed
 on what the server would actually return (after abstaining), so a too-eager abstain threshold shows up as lost
@@ -16,15 +19,40 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .corpus import DOCUMENT_NAME
+from .norms import citation_key
 from .search import RANKINGS, Searcher, Signals
+
+Gold = int | str
 
 
 @dataclass(frozen=True, slots=True)
 class EvalItem:
     id: str
     question: str
-    gold: frozenset[int]
+    gold: frozenset[Gold]
     kind: str | None = None
+
+    @property
+    def gold_keys(self) -> frozenset[str]:
+        return frozenset(gold_key(g) for g in self.gold)
+
+
+def gold_key(gold: Gold) -> str:
+    """A gold entry as a citation key: a number is a Constitution article."""
+    return citation_key(f"{DOCUMENT_NAME}, artículo {gold}" if isinstance(gold, int) else gold)
+
+
+def _gold(raw: object) -> Gold:
+    if isinstance(raw, bool) or not isinstance(raw, (int, str)) or (isinstance(raw, str) and not raw.strip()):
+        raise ValueError("gold entries are citations (strings) or Constitution article numbers")
+    return raw
+
+
+def label(searcher: Searcher, pos: int) -> Gold:
+    """How a report names an article: its number for the Constitution (as the gold files do), else its citation."""
+    article = searcher.articles[pos]
+    return article.number if article.norm == DOCUMENT_NAME and not article.suffix else article.citation
 
 
 def load_items(path: Path) -> list[EvalItem]:
@@ -43,13 +71,12 @@ def load_items(path: Path) -> list[EvalItem]:
             or not isinstance(raw.get("gold"), list)
         ):
             raise ValueError(f"{path}:{line_no}: needs 'question' (string) and 'gold' (list)")
+        try:
+            gold = frozenset(_gold(g) for g in raw["gold"])
+        except ValueError as exc:
+            raise ValueError(f"{path}:{line_no}: {exc}") from exc
         items.append(
-            EvalItem(
-                id=str(raw.get("id", line_no)),
-                question=raw["question"],
-                gold=frozenset(int(g) for g in raw["gold"]),
-                kind=raw.get("kind"),
-            )
+            EvalItem(id=str(raw.get("id", line_no)), question=raw["question"], gold=gold, kind=raw.get("kind"))
         )
     return items
 
@@ -65,25 +92,24 @@ def _contributions(searcher: Searcher, sig: Signals, pos: int) -> dict[str, floa
     return out
 
 
-def explain_miss(searcher: Searcher, sig: Signals, gold: frozenset[int]) -> dict[str, Any]:
+def explain_miss(searcher: Searcher, sig: Signals, gold: frozenset[Gold]) -> dict[str, Any]:
     """What ranked above the best-placed gold article, and which ranking put each of them there."""
-    numbers = [searcher.articles[p].number for p in sig.ranked]
-    gold_rank = next((r for r, n in enumerate(numbers, 1) if n in gold), None)
+    keys = {gold_key(g) for g in gold}
+    gold_rank = next((r for r, p in enumerate(sig.ranked, 1) if searcher.articles[p].key in keys), None)
     above_positions = sig.ranked[: (gold_rank - 1) if gold_rank else 3]
     above = []
     for pos in above_positions:
         parts = _contributions(searcher, sig, pos)
         above.append(
             {
-                "article": searcher.articles[pos].number,
+                "article": label(searcher, pos),
                 "decided_by": max(parts, key=lambda k: parts[k]) if parts else None,
                 "ranks": {name: sig.rank_in(name, pos) for name in RANKINGS},
             }
         )
+    positions = {str(g): searcher.position(gold_key(g)) for g in sorted(gold, key=str)}
     gold_ranks = {
-        str(g): {name: sig.rank_in(name, searcher._pos[g]) for name in RANKINGS}
-        for g in sorted(gold)
-        if g in searcher._pos
+        g: {name: sig.rank_in(name, pos) for name in RANKINGS} for g, pos in positions.items() if pos is not None
     }
     return {"gold_rank": gold_rank, "ranked_above": above, "gold_ranks": gold_ranks}
 
@@ -98,18 +124,19 @@ def evaluate(searcher: Searcher, items: list[EvalItem], *, details: bool = False
     for item in in_scope:
         sig, *_ = searcher.signals(item.question)
         abstain = searcher.abstains(sig) or not sig.ranked
-        ranked = [] if abstain else [searcher.articles[p].number for p in sig.ranked[:10]]
+        ranked = [] if abstain else [searcher.articles[p].key for p in sig.ranked[:10]]
         abstained_in_scope += int(abstain)
-        hit = any(g in item.gold for g in ranked[:3])
+        keys = item.gold_keys
+        hit = any(k in keys for k in ranked[:3])
         hits3 += int(hit)
-        rank = next((r for r, n in enumerate(ranked, 1) if n in item.gold), None)
+        rank = next((r for r, k in enumerate(ranked, 1) if k in keys), None)
         rr_sum += 1.0 / rank if rank else 0.0
         if details and not hit:
             rows.append(
                 {
                     "id": item.id,
                     "kind": item.kind,
-                    "gold": sorted(item.gold),
+                    "gold": sorted(item.gold, key=str),
                     "abstained": abstain,
                     "evidence": round(sig.evidence(searcher.config), 3),
                     **explain_miss(searcher, sig, item.gold),
@@ -126,7 +153,7 @@ def evaluate(searcher: Searcher, items: list[EvalItem], *, details: bool = False
                 {
                     "id": item.id,
                     "kind": item.kind,
-                    "top": [searcher.articles[p].number for p in sig.ranked[:3]],
+                    "top": [label(searcher, p) for p in sig.ranked[:3]],
                     "evidence": round(sig.evidence(searcher.config), 3),
                 }
             )

@@ -50,7 +50,7 @@ FEATURE_SETS: tuple[tuple[str, ...], ...] = (
 
 
 def _fused_metrics(
-    sigs: Sequence[Signals], golds: Sequence[frozenset[int]], numbers: Sequence[int], k: float, w: Sequence[float]
+    sigs: Sequence[Signals], golds: Sequence[frozenset[str]], numbers: Sequence[str], k: float, w: Sequence[float]
 ) -> np.ndarray:
     """Per question: (hit@3, reciprocal rank@10) of the fusion with rrf_k `k` and weights `w` (RANKINGS order)."""
     out = np.zeros((len(sigs), 2))
@@ -68,8 +68,8 @@ def _fused_metrics(
 def fit_fusion(searcher: Searcher, items: list[EvalItem], repeats: int = 10) -> dict[str, Any]:
     in_scope = [i for i in items if i.gold]
     sigs = [searcher.signals(i.question)[0] for i in in_scope]
-    golds = [i.gold for i in in_scope]
-    numbers = [a.number for a in searcher.articles]
+    golds = [i.gold_keys for i in in_scope]
+    numbers = [a.key for a in searcher.articles]
     grid = [(k, w) for k in RRF_KS for w in itertools.product(WEIGHT_GRID, repeat=len(RANKINGS)) if any(w)]
     parts = np.array([_fused_metrics(sigs, golds, numbers, k, w) for k, w in grid])  # (configs, questions, 2)
     table = parts.sum(2)  # the objective: recall@3 + MRR@10

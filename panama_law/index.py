@@ -1,8 +1,9 @@
-"""Build and load the on-disk index: one SQLite file holding articles, passages and their embeddings.
+"""The on-disk index and how it is read: one SQLite file holding every norm, its articles, passages and embeddings.
 
-Everything search needs is precomputed at build time (passage and article embeddings) and stored in one file, so
-replacing the index is a single atomic `os.replace` of a file built beside it: a failed or refused build never
-leaves a half-written or mixed index behind, and a running server keeps reading the old file until it restarts.
+Format 2 keeps norms apart (a `norms` table; articles, passages and vectors belong to one norm), so a norm can be
+added, replaced or removed without re-embedding the others (`panama_law.store` writes it). Format 1 held only the
+Constitution; it is still read as is (as the one norm it holds) and converted on the next write, so upgrading the
+server never forces a rebuild before it can serve.
 """
 
 from __future__ import annotations
@@ -10,31 +11,43 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import os
 import sqlite3
-import tempfile
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from . import embedding
-from .corpus import Article, sha256_hex
-from .passages import passages
+from .corpus import DOCUMENT_NAME
+from .norms import Article, NormInfo
 
 log = logging.getLogger(__name__)
 
 INDEX_FILE = "panama_law.sqlite3"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+LEGACY_SCHEMA_VERSION = 1
+
+SCHEMA = """
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE norms (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, kind TEXT NOT NULL, date TEXT, gaceta TEXT,
+                    url TEXT, source_sha256 TEXT NOT NULL, imported_at REAL NOT NULL);
+CREATE TABLE articles (id INTEGER PRIMARY KEY, norm INTEGER NOT NULL REFERENCES norms(id) ON DELETE CASCADE,
+                       number INTEGER NOT NULL, suffix TEXT NOT NULL, headings TEXT NOT NULL, text TEXT NOT NULL);
+CREATE TABLE passages (id INTEGER PRIMARY KEY, article INTEGER NOT NULL REFERENCES articles(id) ON DELETE CASCADE,
+                       start INTEGER NOT NULL, end INTEGER NOT NULL);
+CREATE TABLE vectors (norm INTEGER NOT NULL REFERENCES norms(id) ON DELETE CASCADE, name TEXT NOT NULL,
+                      rows INTEGER NOT NULL, dim INTEGER NOT NULL, data BLOB NOT NULL, PRIMARY KEY (norm, name));
+"""
 
 
 class IndexLoadError(RuntimeError):
-    """The index file is missing, from another schema version, or unreadable."""
+    """The index file is missing, from an unknown schema version, or unreadable."""
 
 
 @dataclass(frozen=True, slots=True)
 class Passage:
+    """A span of one article's text; `article` is the article's position in `LoadedIndex.articles`."""
+
     article: int
     start: int
     end: int
@@ -46,8 +59,16 @@ class LoadedIndex:
     passages: list[Passage]
     passage_vectors: np.ndarray
     article_vectors: np.ndarray
-    source_sha256: str
+    norms: list[NormInfo]
     built_at: float
+
+    @property
+    def source_sha256(self) -> str | None:
+        """The Constitution's source checksum (it alone has a pinned one); None when it is not indexed."""
+        return next((n.source_sha256 for n in self.norms if n.name == DOCUMENT_NAME), None)
+
+    def norm(self, name: str) -> NormInfo | None:
+        return next((n for n in self.norms if n.name == name), None)
 
 
 def index_path(data_dir: Path) -> Path:
@@ -55,121 +76,138 @@ def index_path(data_dir: Path) -> Path:
 
 
 def article_embedding_text(article: Article) -> str:
-    """What the article-level vector sees: chapter context first, then the text."""
-    context = article.capitulo or article.titulo
-    return f"{_plain_heading(context)}. {article.text}"
-
-
-def passage_embedding_text(article: Article, span: Passage) -> str:
-    return article.text[span.start : span.end]
+    """What the article-level vector sees: the innermost heading first, then the text."""
+    context = article.headings[-1] if article.headings else ""
+    return f"{_plain_heading(context)}. {article.text}" if context else article.text
 
 
 def _plain_heading(heading: str) -> str:
-    """Drop the 'TÍTULO III -' / 'Capítulo 2°:' numbering, which only adds noise to an embedding."""
-    for sep in (" - ", ": "):
+    """Drop the 'TÍTULO III -' / 'Capítulo 2°:' / 'Título I.' numbering, which only adds noise to an embedding."""
+    for sep in (" - ", ": ", ". "):
         if sep in heading:
             return heading.split(sep, 1)[1]
     return heading
 
 
-def build(articles: list[Article], data_dir: Path, source_bytes: bytes) -> Path:
-    """Write a complete index for `articles` and atomically put it in place; returns its path."""
-    started = time.perf_counter()
-    data_dir.mkdir(parents=True, exist_ok=True)
-    spans = [Passage(a.number, s.start, s.end) for a in articles for s in passages(a.text)]
-    by_number = {a.number: a for a in articles}
-    passage_vecs = embedding.encode([passage_embedding_text(by_number[p.article], p) for p in spans])
+def embed_articles(articles: list[Article], spans: list[Passage]) -> tuple[np.ndarray, np.ndarray]:
+    """Passage and article vectors for one norm (`spans` index into `articles`)."""
+    passage_vecs = embedding.encode([articles[p.article].text[p.start : p.end] for p in spans])
     article_vecs = embedding.encode([article_embedding_text(a) for a in articles])
+    return passage_vecs, article_vecs
 
-    fd, tmp_name = tempfile.mkstemp(prefix=".panama_law-", suffix=".tmp", dir=data_dir)
-    os.close(fd)
-    tmp = Path(tmp_name)
+
+def schema_version(db: sqlite3.Connection) -> str | None:
     try:
-        with contextlib.closing(sqlite3.connect(tmp)) as db:
-            db.executescript(
-                """
-                CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-                CREATE TABLE articles (number INTEGER PRIMARY KEY, titulo TEXT NOT NULL, capitulo TEXT,
-                                       text TEXT NOT NULL);
-                CREATE TABLE passages (id INTEGER PRIMARY KEY, article INTEGER NOT NULL REFERENCES articles(number),
-                                       start INTEGER NOT NULL, end INTEGER NOT NULL);
-                CREATE TABLE vectors (name TEXT PRIMARY KEY, rows INTEGER NOT NULL, dim INTEGER NOT NULL,
-                                      data BLOB NOT NULL);
-                """
-            )
-            db.executemany(
-                "INSERT INTO articles VALUES (?, ?, ?, ?)",
-                [(a.number, a.titulo, a.capitulo, a.text) for a in articles],
-            )
-            db.executemany(
-                "INSERT INTO passages VALUES (?, ?, ?, ?)",
-                [(i, p.article, p.start, p.end) for i, p in enumerate(spans)],
-            )
-            for name, vecs in (("passages", passage_vecs), ("articles", article_vecs)):
-                db.execute(
-                    "INSERT INTO vectors VALUES (?, ?, ?, ?)",
-                    (name, vecs.shape[0], vecs.shape[1], np.ascontiguousarray(vecs, dtype=np.float32).tobytes()),
-                )
-            meta = {
-                "schema_version": str(SCHEMA_VERSION),
-                "source_sha256": sha256_hex(source_bytes),
-                "built_at": str(time.time()),
-                "article_count": str(len(articles)),
-                "passage_count": str(len(spans)),
-            }
-            db.executemany("INSERT INTO meta VALUES (?, ?)", sorted(meta.items()))
-            db.commit()
-        final = index_path(data_dir)
-        os.replace(tmp, final)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    log.info(
-        "index built: %d articles, %d passages in %.1f s",
-        len(articles),
-        len(spans),
-        time.perf_counter() - started,
+        row = db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+    except sqlite3.Error:
+        return None
+    return str(row[0]) if row else None
+
+
+def _vector(data: bytes, rows: int, dim: int) -> np.ndarray:
+    return np.frombuffer(data, dtype=np.float32).reshape(rows, dim).copy()
+
+
+def _load_v2(db: sqlite3.Connection, meta: dict[str, str]) -> LoadedIndex:
+    norms: list[NormInfo] = []
+    articles: list[Article] = []
+    spans: list[Passage] = []
+    pvecs: list[np.ndarray] = []
+    avecs: list[np.ndarray] = []
+    rows = db.execute("SELECT id, name, kind, date, gaceta, url, source_sha256 FROM norms ORDER BY id").fetchall()
+    for norm_id, name, kind, date, gaceta, url, sha in rows:
+        first = len(articles)
+        article_pos: dict[int, int] = {}
+        for art_id, number, suffix, headings, text in db.execute(
+            "SELECT id, number, suffix, headings, text FROM articles WHERE norm = ? ORDER BY id", (norm_id,)
+        ):
+            article_pos[art_id] = len(articles)
+            articles.append(Article(name, number, text, tuple(json.loads(headings)), suffix))
+        for art_id, start, end in db.execute(
+            "SELECT p.article, p.start, p.end FROM passages p JOIN articles a ON a.id = p.article "
+            "WHERE a.norm = ? ORDER BY p.id",
+            (norm_id,),
+        ):
+            spans.append(Passage(article_pos[art_id], start, end))
+        vecs = {
+            vname: _vector(data, r, d)
+            for vname, r, d, data in db.execute("SELECT name, rows, dim, data FROM vectors WHERE norm = ?", (norm_id,))
+        }
+        pvecs.append(vecs["passages"])
+        avecs.append(vecs["articles"])
+        count = len(articles) - first
+        norms.append(NormInfo(name, kind, date, gaceta, url, sha, article_count=count))
+    dim = embedding.DIM
+    return LoadedIndex(
+        articles=articles,
+        passages=spans,
+        passage_vectors=np.vstack(pvecs) if pvecs else np.zeros((0, dim), np.float32),
+        article_vectors=np.vstack(avecs) if avecs else np.zeros((0, dim), np.float32),
+        norms=norms,
+        built_at=float(meta.get("built_at", "0")),
     )
-    return final
+
+
+def load_v1(db: sqlite3.Connection, meta: dict[str, str]) -> LoadedIndex:
+    """A format-1 index: the Constitution alone, articles keyed by number."""
+    articles: list[Article] = []
+    pos: dict[int, int] = {}
+    for n, t, c, x in db.execute("SELECT number, titulo, capitulo, text FROM articles ORDER BY number"):
+        pos[n] = len(articles)
+        articles.append(Article(DOCUMENT_NAME, n, x, (t, c) if c else (t,)))
+    spans = [Passage(pos[a], s, e) for a, s, e in db.execute("SELECT article, start, end FROM passages ORDER BY id")]
+    vecs = {name: _vector(data, r, d) for name, r, d, data in db.execute("SELECT name, rows, dim, data FROM vectors")}
+    info = NormInfo(DOCUMENT_NAME, "constitution", source_sha256=meta["source_sha256"], article_count=len(articles))
+    return LoadedIndex(articles, spans, vecs["passages"], vecs["articles"], [info], float(meta["built_at"]))
+
+
+def read(db: sqlite3.Connection, path: Path) -> LoadedIndex:
+    """Either format from an open connection (the store reads a format-1 file this way to convert it)."""
+    version = schema_version(db)
+    meta = dict(db.execute("SELECT key, value FROM meta").fetchall())
+    if version == str(SCHEMA_VERSION):
+        return _load_v2(db, meta)
+    if version == str(LEGACY_SCHEMA_VERSION):
+        log.info("index at %s is format 1 (the Constitution only): read as is, converted on the next import", path)
+        return load_v1(db, meta)
+    raise IndexLoadError(f"index at {path} has schema {version!r}; rebuild it (`python -m panama_law import PATH`)")
 
 
 def load(data_dir: Path) -> LoadedIndex:
-    """Read the whole index into memory (it is small: a few MB), failing clearly if it is absent or stale."""
+    """Read the whole index into memory, failing clearly if it is absent, unknown or unreadable."""
     path = index_path(data_dir)
     if not path.is_file():
         raise IndexLoadError(f"no index at {path}; run `python -m panama_law download` or `import PATH` first")
     try:
         with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as db:
-            meta = dict(db.execute("SELECT key, value FROM meta").fetchall())
-            if meta.get("schema_version") != str(SCHEMA_VERSION):
-                raise IndexLoadError(f"index at {path} has schema {meta.get('schema_version')!r}; rebuild it")
-            articles = [
-                Article(number=n, titulo=t, capitulo=c, text=x)
-                for n, t, c, x in db.execute("SELECT number, titulo, capitulo, text FROM articles ORDER BY number")
-            ]
-            spans = [
-                Passage(article=a, start=s, end=e)
-                for a, s, e in db.execute("SELECT article, start, end FROM passages ORDER BY id")
-            ]
-            vectors = {
-                name: np.frombuffer(data, dtype=np.float32).reshape(rows, dim).copy()
-                for name, rows, dim, data in db.execute("SELECT name, rows, dim, data FROM vectors")
-            }
-    except sqlite3.Error as exc:
+            return read(db, path)
+    except (sqlite3.Error, KeyError, ValueError) as exc:
         raise IndexLoadError(f"index at {path} is unreadable: {exc}") from exc
-    return LoadedIndex(
-        articles=articles,
-        passages=spans,
-        passage_vectors=vectors["passages"],
-        article_vectors=vectors["articles"],
-        source_sha256=meta["source_sha256"],
-        built_at=float(meta["built_at"]),
-    )
 
 
-def describe(data_dir: Path) -> str:
-    """One-line JSON summary of an index, for the CLI."""
-    idx = load(data_dir)
-    return json.dumps(
-        {"articles": len(idx.articles), "passages": len(idx.passages), "source_sha256": idx.source_sha256}
-    )
+def list_norms(data_dir: Path) -> list[NormInfo]:
+    """The norms in the index with their article counts, without loading articles or vectors."""
+    path = index_path(data_dir)
+    if not path.is_file():
+        raise IndexLoadError(f"no index at {path}; run `python -m panama_law download` or `import PATH` first")
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as db:
+            version = schema_version(db)
+            if version == str(LEGACY_SCHEMA_VERSION):
+                meta = dict(db.execute("SELECT key, value FROM meta").fetchall())
+                (count,) = db.execute("SELECT COUNT(*) FROM articles").fetchone()
+                return [
+                    NormInfo(DOCUMENT_NAME, "constitution", source_sha256=meta["source_sha256"], article_count=count)
+                ]
+            if version != str(SCHEMA_VERSION):
+                raise IndexLoadError(f"index at {path} has schema {version!r}; rebuild it")
+            rows = db.execute(
+                "SELECT n.name, n.kind, n.date, n.gaceta, n.url, n.source_sha256, COUNT(a.id) FROM norms n "
+                "LEFT JOIN articles a ON a.norm = n.id GROUP BY n.id ORDER BY n.id"
+            ).fetchall()
+    except (sqlite3.Error, KeyError) as exc:
+        raise IndexLoadError(f"index at {path} is unreadable: {exc}") from exc
+    return [
+        NormInfo(name, kind, date, gaceta, url, sha, article_count=count)
+        for name, kind, date, gaceta, url, sha, count in rows
+    ]

@@ -12,10 +12,12 @@ from .search import Hit
 
 TOOL_NAME = "search_panama_law"
 TOOL_DESCRIPTION = (
-    "Busca en la Constitución Política de la República de Panamá los artículos pertinentes a una pregunta en "
-    "español (coloquial o técnica). Devuelve hasta 3 fuentes con cita, título y el pasaje que mejor responde; "
-    "devuelve una lista vacía si la Constitución no trata el tema."
+    "Busca en las normas panameñas indexadas (la Constitución Política de la República de Panamá y las leyes y "
+    "códigos importados) los artículos pertinentes a una pregunta en español (coloquial o técnica). Devuelve hasta "
+    "3 fuentes con cita (norma y artículo), título (la ruta de Título y Capítulo) y el pasaje que mejor responde; "
+    "devuelve una lista vacía si ninguna norma indexada trata el tema."
 )
+NO_RESULTS_TEXT = "Sin resultados en las normas indexadas para esta consulta."
 MAX_QUERY_CHARS = 2_000
 MAX_TITLE_CHARS = 1_000
 MAX_CITATION_CHARS = 1_000
@@ -88,9 +90,24 @@ def _clip(text: str, limit: int) -> str:
 
 
 def to_source(hit: Hit) -> dict[str, str]:
-    """Only fields that are known and true: no Gaceta or date, since the texto único's are not verified."""
-    return {
-        "title": _clip(hit.article.heading, MAX_TITLE_CHARS),
-        "citation": _clip(hit.article.citation, MAX_CITATION_CHARS),
+    """The citation names norm and article; the title is the Título/Capítulo path (the norm's name when it has
+    none), so a card need not repeat the norm. Date, Gaceta and link only when the importer was given them."""
+    article = hit.article
+    source = {
+        "title": _clip(article.path or article.norm, MAX_TITLE_CHARS),
+        "citation": _clip(article.citation, MAX_CITATION_CHARS),
         "excerpt": _clip(hit.excerpt, MAX_EXCERPT_CHARS),
     }
+    norm = hit.norm
+    if norm is not None:
+        for key, value in (("date", norm.date), ("gaceta", norm.gaceta), ("official_source_url", norm.url)):
+            if value:
+                source[key] = value
+    return source
+
+
+def text_rendering(sources: list[dict[str, str]]) -> str:
+    """The tool's plain-text content: numbered citations and excerpts (the structured content carries the rest)."""
+    if not sources:
+        return NO_RESULTS_TEXT
+    return "\n\n".join(f"[{i}] {s['citation']}\n{s['excerpt']}" for i, s in enumerate(sources, 1))

@@ -4,11 +4,11 @@ Spoken, colloquial questions rarely share words with the constitutional text. Th
 
 1. Lexical query: folded, stemmed, sound-alike-folded terms with conversational filler removed (text.STOPWORDS),
    plus the lexicon's formal terms (lexicon.expand) at a lower weight.
-2. Four rankings over the 328 articles: BM25 over passages (each article keeps its best passage), BM25 over whole
-   articles with the Título/Capítulo names as an extra field (repeated `heading_weight` times), and cosine over
-   passage and article embeddings. The dense query vector is the question's own embedding plus `dense_mix` times
-   the embedding of the question followed by its lexicon expansion (one batch of two), so the embedding also sees
-   the formal vocabulary without losing what was said.
+2. Four rankings over the articles of every indexed norm: BM25 over passages (each article keeps its best
+   passage), BM25 over whole articles with the Título/Capítulo names as an extra field (repeated
+   `heading_weight` times), and cosine over passage and article embeddings. The dense query vector is the
+   question's own embedding plus `dense_mix` times the embedding of the question followed by its lexicon
+   expansion (one batch of two), so the embedding also sees the formal vocabulary without losing what was said.
 3. Reciprocal-rank fusion (k = `rrf_k`), which needs no calibration of the score scales against each other.
 4. Abstain: a question whose evidence is weak is answered with no source at all: for a legal assistant, no
    citation is better than a wrong one. The evidence is a small logistic model over three cheap signals (see
@@ -25,9 +25,9 @@ import numpy as np
 
 from . import embedding
 from .bm25 import BM25
-from .corpus import Article
 from .index import LoadedIndex, Passage, _plain_heading
 from .lexicon import expand
+from .norms import Article, NormInfo
 from .passages import sentences
 from .text import terms
 
@@ -86,6 +86,7 @@ class Hit:
     article: Article
     score: float
     excerpt: str
+    norm: NormInfo | None = None
 
 
 @dataclass(slots=True)
@@ -93,9 +94,10 @@ class Signals:
     """Per-query evidence strengths, kept for the abstain decision and for evaluation diagnostics.
 
     `coverage` is the share of the question's own content terms (stemmed, stopwords removed) that occur anywhere
-    in the Constitution: "metrobus", "sancocho" or "apostillar" do not, and a question made of such words is
-    rarely about it. `expansion_terms` counts the formal terms the lexicon added (repeats included): the lexicon
-    maps everyday words to constitutional concepts, so an off-topic question seldom triggers much of it.
+    in one norm (the norm that uses most of them; with the Constitution alone, anywhere in it): the Constitution
+    never says "metrobus", "sancocho" or "apostillar", and a question made of such words is rarely about it.
+    `expansion_terms` counts the formal terms the lexicon added (repeats included): the lexicon maps everyday
+    words to constitutional concepts, so an off-topic question seldom triggers much of it.
     """
 
     dense_max: float = 0.0
@@ -139,23 +141,33 @@ class Searcher:
         self.config = config or SearchConfig()
         self.index = index
         self.articles = index.articles
-        self._pos = {a.number: i for i, a in enumerate(self.articles)}
-        self._passage_article = np.array([self._pos[p.article] for p in index.passages], dtype=np.int32)
+        self._pos = {a.key: i for i, a in enumerate(self.articles)}
+        self._norms = {n.name: n for n in index.norms}
+        self._passage_article = np.array([p.article for p in index.passages], dtype=np.int32)
         self._passage_terms = [terms(self._passage_text(p)) for p in index.passages]
-        self.passage_bm25 = BM25(self._passage_terms)
+        # Term statistics per norm (see bm25): adding a law leaves the others' internal order as it was.
+        norm_of = {n.name: i for i, n in enumerate(index.norms)}
+        article_group = [norm_of.get(a.norm, 0) for a in self.articles]
+        self.passage_bm25 = BM25(self._passage_terms, groups=[article_group[p.article] for p in index.passages])
         heading_terms = [self._heading_terms(a) for a in self.articles]
-        self.article_bm25 = BM25([terms(a.text) + h for a, h in zip(self.articles, heading_terms, strict=True)])
+        self.article_bm25 = BM25(
+            [terms(a.text) + h for a, h in zip(self.articles, heading_terms, strict=True)], groups=article_group
+        )
 
     @property
     def article_count(self) -> int:
         return len(self.articles)
 
+    def position(self, key: str) -> int | None:
+        """The position of the article with this citation key (`norms.citation_key`), None if not indexed."""
+        return self._pos.get(key)
+
     def _passage_text(self, p: Passage) -> str:
-        return self.articles[self._pos[p.article]].text[p.start : p.end]
+        return self.articles[p.article].text[p.start : p.end]
 
     def _heading_terms(self, article: Article) -> list[str]:
         reps = max(self.config.heading_weight, 0)
-        heading = " ".join(_plain_heading(h) for h in (article.titulo, article.capitulo or "") if h)
+        heading = " ".join(_plain_heading(h) for h in article.headings if h)
         return terms(heading) * reps
 
     def _query_terms(self, query: str) -> tuple[list[tuple[str, float]], str, list[str], list[str]]:
@@ -200,19 +212,19 @@ class Searcher:
             ("dense_passage", dense_p_art, False),
             ("dense_article", dense_a, False),
         ):
-            order = [int(p) for p in np.argsort(-scores, kind="stable")[: cfg.depth]]
+            order = top_positions(scores, cfg.depth)
             if needs_positive:
                 order = [p for p in order if scores[p] > 0]
             rankings[name] = order
             weight = cfg.weight(name)
             for rank, pos in enumerate(order):
                 fused[pos] += weight / (cfg.rrf_k + rank + 1)
-        ranked = [int(i) for i in np.argsort(-fused, kind="stable") if fused[i] > 0]
-        known = sum(1 for t in own if self.article_bm25.known(t))
+        positive = np.flatnonzero(fused > 0)
+        ranked = [int(i) for i in positive[np.argsort(-fused[positive], kind="stable")]]
         sig = Signals(
             dense_max=float(dense_p_art.max()),
             lex_max=float(lex_a.max()),
-            coverage=known / len(own) if own else 0.0,
+            coverage=self.article_bm25.best_group_coverage(own),
             expansion_terms=len(added),
             ranked=ranked,
             rankings=rankings,
@@ -229,7 +241,8 @@ class Searcher:
         hits: list[Hit] = []
         for pos in sig.ranked[:limit]:
             article = self.articles[pos]
-            hits.append(Hit(article=article, score=float(fused[pos]), excerpt=self._excerpt(pos, lex_p, dense_p)))
+            excerpt = self._excerpt(pos, lex_p, dense_p)
+            hits.append(Hit(article, float(fused[pos]), excerpt, self._norms.get(article.norm)))
         return hits
 
     def _excerpt(self, pos: int, lex_p: np.ndarray, dense_p: np.ndarray) -> str:
@@ -241,6 +254,16 @@ class Searcher:
         best = int(ids[int(np.argmax(lex_norm + (dense_p[ids] - dense_p[ids].min())))])
         p = self.index.passages[best]
         return excerpt_around(article.text, p.start, p.end)
+
+
+def top_positions(scores: np.ndarray, depth: int) -> list[int]:
+    """The first `depth` positions of a stable descending sort of `scores` (ties by position), without sorting
+    every article: with many norms indexed, a full sort per ranking per query is most of the corpus-size cost."""
+    if len(scores) <= depth:
+        return [int(p) for p in np.argsort(-scores, kind="stable")]
+    cut = np.partition(scores, len(scores) - depth)[len(scores) - depth]
+    candidates = np.flatnonzero(scores >= cut)
+    return [int(p) for p in candidates[np.argsort(-scores[candidates], kind="stable")][:depth]]
 
 
 def excerpt_around(text: str, start: int, end: int, limit: int = MAX_EXCERPT_CHARS) -> str:

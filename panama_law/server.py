@@ -33,7 +33,16 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from . import __version__
 from .fingerprint import Fingerprinter
-from .schema import INPUT_SCHEMA, OUTPUT_SCHEMA, TOOL_DESCRIPTION, TOOL_NAME, QueryError, to_source, validate_query
+from .schema import (
+    INPUT_SCHEMA,
+    OUTPUT_SCHEMA,
+    TOOL_DESCRIPTION,
+    TOOL_NAME,
+    QueryError,
+    text_rendering,
+    to_source,
+    validate_query,
+)
 from .search import Searcher
 from .sessions import SessionBounds
 from .settings import MCP_PATH
@@ -73,12 +82,6 @@ class ServerState:
     def set(self, searcher: Searcher) -> None:
         with self._lock:
             self.searcher, self.error, self.loaded_at = searcher, None, time.time()
-
-
-def _text_rendering(sources: list[dict[str, str]]) -> str:
-    if not sources:
-        return "Sin resultados en la Constitución para esta consulta."
-    return "\n\n".join(f"[{i}] {s['citation']}\n{s['excerpt']}" for i, s in enumerate(sources, 1))
 
 
 def _error(message: str) -> types.CallToolResult:
@@ -135,7 +138,7 @@ def build_mcp_server(state: ServerState, fingerprint: Callable[[str], str] | Non
             (time.perf_counter() - started) * 1000,
         )
         return types.CallToolResult(
-            content=[types.TextContent(text=_text_rendering(sources))],
+            content=[types.TextContent(text=text_rendering(sources))],
             structured_content={"results": sources},
         )
 

@@ -26,6 +26,8 @@ class ServerSettings(BaseSettings):
     token: SecretStr | None = None
     data_dir: Path = Path("data")
     source: Path | None = None
+    # A folder of norm files (.txt, .pdf, .jsonl, optional NAME.meta.json sidecars) imported at every start.
+    norms_dir: Path | None = None
     source_url: str = SOURCE_URL
     source_sha256: str = Field(default=SOURCE_SHA256, pattern=r"^[0-9a-fA-F]{64}$")
     log_level: str = "info"

@@ -31,6 +31,7 @@ class StackOptions:
     standin_port: int = 8790
     rehearsal: bool | None = None  # None: rehearsal exactly when OPENAI_API_KEY is unset
     source: Path | None = None  # a local Constitution JSON to import instead of downloading
+    norms_dir: Path | None = None  # a folder of laws (.txt/.pdf/.jsonl) the search server imports at start
     data_dir: Path = Path("data")
     log_dir: Path = Path("var/log")
     agent_name: str = "lexvoz"
@@ -143,6 +144,8 @@ class Stack:
         ]
         if self.opts.source is not None:
             args += ["--source", str(self.opts.source)]
+        if self.opts.norms_dir is not None:
+            args += ["--norms-dir", str(self.opts.norms_dir)]
         env = {**self.common_env(), "PANAMA_LAW_TOKEN": self.mcp_token, **self.opts.search_env}
         self._spawn("search", args, env)
         self._wait(f"http://127.0.0.1:{self.opts.search_port}/healthz", "search", timeout=180, ok_only=True)
@@ -281,6 +284,12 @@ def main(argv: list[str] | None = None) -> int:
         default=os.environ.get("PANAMA_LAW_SOURCE") or None,
         help="a local copy of the Constitution JSON to index (default: download the pinned file)",
     )
+    p.add_argument(
+        "--norms-dir",
+        type=Path,
+        default=os.environ.get("PANAMA_LAW_NORMS_DIR") or None,
+        help="a folder of laws and codes (.txt, .pdf, .jsonl) to import beside the Constitution",
+    )
     p.add_argument("--web-port", type=int, default=int(os.environ.get("LEXVOZ_WEB_PORT", "8080")))
     p.add_argument("--livekit-port", type=int, default=7880)
     p.add_argument("--search-port", type=int, default=8765)
@@ -290,6 +299,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     options = StackOptions(
         source=args.source,
+        norms_dir=args.norms_dir,
         web_port=args.web_port,
         livekit_port=args.livekit_port,
         search_port=args.search_port,

@@ -205,12 +205,15 @@ export async function waitForCompletedEntry(page, queryFragment, timeoutMs) {
   return entry;
 }
 
-/** Title, citation and excerpt of every card in `scope`, as the person reads them (text, not HTML). */
+/**
+ * Title (the quiet path line under the heading), citation (the heading) and excerpt of every card in
+ * `scope`, as the person reads them (text, not HTML).
+ */
 export async function readCards(scope) {
   return scope.locator('[data-testid="source-card"]').evaluateAll((cards) =>
     cards.map((card) => ({
-      title: card.querySelector('.source-title')?.textContent ?? '',
-      citation: card.querySelector('.source-citation')?.textContent ?? '',
+      title: card.querySelector('.source-path')?.textContent ?? '',
+      citation: card.querySelector('.source-heading')?.textContent ?? '',
       excerpt: card.querySelector('.source-excerpt')?.textContent ?? '',
       text: card.textContent ?? '',
       links: [...card.querySelectorAll('a')].map((a) => a.getAttribute('href')),

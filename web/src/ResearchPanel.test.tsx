@@ -3,7 +3,7 @@ import { ParticipantKind } from 'livekit-client';
 import { afterEach, describe, expect, it } from 'vitest';
 
 import { initialResearchState, researchReducer, type ResearchState } from './research';
-import { ResearchPanel } from './ResearchPanel';
+import { formatDate, pathLine, ResearchPanel } from './ResearchPanel';
 
 afterEach(cleanup);
 
@@ -77,9 +77,63 @@ describe('ResearchPanel', () => {
     expect(link.getAttribute('href')).toBe('https://www.gacetaoficial.gob.pa/x');
     expect(link.getAttribute('target')).toBe('_blank');
     expect(link.getAttribute('rel')).toBe('noopener noreferrer');
-    expect(cards[0]!.textContent).toContain('Gaceta Oficial: 28900');
-    expect(cards[0]!.textContent).toContain('Fecha: 2020-01-02');
+    expect(within(cards[0]!).getByTestId('source-meta').textContent).toBe(
+      '2 de enero de 2020 · Gaceta Oficial 28900 · Fuente oficial: Gaceta Oficial',
+    );
     expect(within(cards[1]!).queryByRole('link')).toBeNull();
+  });
+
+  it('heads each card with norm and article, the Título/Capítulo path quietly below, the norm named once', () => {
+    const ley = 'Ley de prueba 7 de 2099';
+    render(
+      <ResearchPanel
+        state={stateFrom({
+          v: 1,
+          type: 'completed',
+          call_id: 'a',
+          turn: 1,
+          tool_duration_ms: 1,
+          sources: [
+            {
+              title: 'Título IV. DEL PRÉSTAMO DE BICICLETAS PÚBLICAS · Capítulo II. Tarifas, daños y extravíos',
+              citation: `${ley}, artículo 31`,
+              excerpt: 'En caso de robo o extravío de la bicicleta…',
+              date: '2099-11-30',
+              gaceta: '99999-A',
+              official_source_url: 'https://example.org/ley.pdf',
+            },
+            { title: 'Ley sin títulos', citation: 'Ley sin títulos, artículo 2', excerpt: 'Texto.' },
+            {
+              title: 'Constitución Política — TÍTULO III - DERECHOS',
+              citation: 'Constitución Política, artículo 72',
+              excerpt: 'Se protege la maternidad…',
+            },
+          ],
+        })}
+      />,
+    );
+    const [first, bare, legacy] = screen.getAllByTestId('source-card');
+    expect(within(first!).getByRole('heading').textContent).toBe(`${ley}, artículo 31`);
+    expect(within(first!).getByTestId('source-path').textContent).toBe(
+      'Título IV. DEL PRÉSTAMO DE BICICLETAS PÚBLICAS · Capítulo II. Tarifas, daños y extravíos',
+    );
+    expect(within(first!).getByTestId('source-meta').textContent).toBe(
+      '30 de noviembre de 2099 · Gaceta Oficial 99999-A · Fuente oficial',
+    );
+    expect(first!.textContent!.split(ley)).toHaveLength(2);
+    expect(within(bare!).queryByTestId('source-path')).toBeNull();
+    expect(within(bare!).queryByTestId('source-meta')).toBeNull();
+    expect(within(legacy!).getByTestId('source-path').textContent).toBe('TÍTULO III - DERECHOS');
+    // order on the card: heading, path, meta, excerpt
+    const order = Array.from(first!.children).map((el) => el.className);
+    expect(order).toEqual(['source-heading', 'source-path', 'source-meta', 'source-excerpt']);
+  });
+
+  it('formats ISO dates in Spanish and leaves anything else as sent', () => {
+    expect(formatDate('2002-01-22')).toBe('22 de enero de 2002');
+    expect(formatDate('enero de 2002')).toBe('enero de 2002');
+    expect(formatDate('2002-13-01')).toBe('2002-13-01');
+    expect(pathLine('Ley 6 de 2002', 'Ley 6 de 2002, artículo 3')).toBeNull();
   });
 
   it('shows failures and discarded searches as such', () => {

@@ -2,30 +2,68 @@
  * The evidence the agent found, one block per search. Everything here is rendered as React text:
  * excerpts come from legal documents and a search service we do not control, so markup in them must
  * show as characters, never run.
+ *
+ * A source card reads as a citation would: norm and article as the heading, the Título/Capítulo path
+ * as a quiet line under it, date · Gaceta · official link, then the excerpt. With many norms in the
+ * index, the norm's name appears once per card.
  */
 import type { ResearchEntry, ResearchSource, ResearchState } from './research';
 import { failureText, formatDuration } from './research';
 
+const MONTHS = [
+  'enero', 'febrero', 'marzo', 'abril', 'mayo', 'junio',
+  'julio', 'agosto', 'septiembre', 'octubre', 'noviembre', 'diciembre',
+];
+
+/** "2002-01-22" → "22 de enero de 2002"; anything else is shown as the server sent it. */
+export function formatDate(date: string): string {
+  const m = /^(\d{4})-(\d{2})-(\d{2})$/.exec(date);
+  const month = m ? MONTHS[Number(m[2]) - 1] : undefined;
+  return m && month ? `${Number(m[3])} de ${month} de ${m[1]}` : date;
+}
+
+/**
+ * The quiet line under the heading: the source's title (its Título/Capítulo path), without the norm's name
+ * when the title repeats it (the heading already says it), and not at all when it says nothing more.
+ */
+export function pathLine(title: string, citation: string): string | null {
+  const norm = citation.split(/,\s*art(?:í|i)culo\s/i)[0]?.trim() ?? '';
+  let path = title.trim();
+  if (norm && path.toLowerCase().startsWith(norm.toLowerCase())) {
+    path = path.slice(norm.length).replace(/^[\s·—–:,-]+/, '');
+  }
+  if (!path || citation.toLowerCase().includes(path.toLowerCase())) return null;
+  return path;
+}
+
 function SourceCard({ source }: { source: ResearchSource }) {
+  const path = pathLine(source.title, source.citation);
   const meta: string[] = [];
-  if (source.date) meta.push(`Fecha: ${source.date}`);
-  if (source.gaceta) meta.push(`Gaceta Oficial: ${source.gaceta}`);
+  if (source.date) meta.push(formatDate(source.date));
+  if (source.gaceta) meta.push(`Gaceta Oficial ${source.gaceta}`);
+  const linkText = source.officialSourceName ? `Fuente oficial: ${source.officialSourceName}` : 'Fuente oficial';
   return (
     <li className="source-card" data-testid="source-card">
-      <h4 className="source-title">{source.title}</h4>
-      <p className="source-citation">{source.citation}</p>
-      {source.excerpt && <blockquote className="source-excerpt">{source.excerpt}</blockquote>}
-      {meta.length > 0 && <p className="source-meta">{meta.join(' · ')}</p>}
-      {source.officialSourceUrl && (
-        <p className="source-link">
-          <a href={source.officialSourceUrl} target="_blank" rel="noopener noreferrer">
-            {source.officialSourceName ? `Fuente oficial: ${source.officialSourceName}` : 'Fuente oficial'}
-          </a>
+      <h4 className="source-heading">{source.citation}</h4>
+      {path && (
+        <p className="source-path" data-testid="source-path">
+          {path}
         </p>
       )}
-      {!source.officialSourceUrl && source.officialSourceName && (
-        <p className="source-meta">Fuente oficial: {source.officialSourceName}</p>
+      {(meta.length > 0 || source.officialSourceUrl || source.officialSourceName) && (
+        <p className="source-meta" data-testid="source-meta">
+          {meta.join(' · ')}
+          {meta.length > 0 && (source.officialSourceUrl || source.officialSourceName) && ' · '}
+          {source.officialSourceUrl ? (
+            <a href={source.officialSourceUrl} target="_blank" rel="noopener noreferrer">
+              {linkText}
+            </a>
+          ) : (
+            source.officialSourceName && linkText
+          )}
+        </p>
       )}
+      {source.excerpt && <blockquote className="source-excerpt">{source.excerpt}</blockquote>}
     </li>
   );
 }

@@ -1,0 +1,173 @@
+"""Writing the index: add or replace norms, remove one, all or nothing.
+
+Every write copies the current index beside itself, changes the copy and swaps it in with `os.replace`, so a
+refused or failed import leaves the existing index byte for byte as it was, and a running server keeps reading
+the old file until it restarts. Only the norms being written are embedded; the others' rows and vectors are
+copied. A format-1 index (the Constitution alone) is converted into the copy on the first write.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import sqlite3
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+
+from . import index
+from .corpus import DOCUMENT_NAME
+from .norms import Article, NormError, NormInfo, name_key
+from .passages import passages
+from .sources import ParsedNorm
+
+log = logging.getLogger(__name__)
+
+
+@contextlib.contextmanager
+def _rewrite(data_dir: Path) -> Iterator[sqlite3.Connection]:
+    """A writable copy of the index (format 2, created or converted as needed), swapped in if the block succeeds."""
+    data_dir.mkdir(parents=True, exist_ok=True)
+    final = index.index_path(data_dir)
+    fd, tmp_name = tempfile.mkstemp(prefix=".panama_law-", suffix=".tmp", dir=data_dir)
+    os.close(fd)
+    tmp = Path(tmp_name)
+    try:
+        legacy: index.LoadedIndex | None = None
+        with contextlib.closing(sqlite3.connect(tmp)) as db:
+            if final.is_file():
+                try:
+                    with contextlib.closing(sqlite3.connect(f"file:{final}?mode=ro", uri=True)) as old:
+                        if index.schema_version(old) == str(index.SCHEMA_VERSION):
+                            old.backup(db)
+                        else:
+                            legacy = index.read(old, final)  # format 1, or an IndexLoadError for anything else
+                except (sqlite3.Error, KeyError) as exc:
+                    raise index.IndexLoadError(f"index at {final} is unreadable ({exc}); move it away first") from exc
+            if index.schema_version(db) is None:
+                db.executescript(index.SCHEMA)
+            db.execute("PRAGMA foreign_keys = ON")
+            if legacy is not None:
+                _insert_loaded(db, legacy)
+            yield db
+            db.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", (str(index.SCHEMA_VERSION),))
+            db.execute("INSERT OR REPLACE INTO meta VALUES ('built_at', ?)", (str(time.time()),))
+            db.commit()
+        os.replace(tmp, final)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def _write_norm(
+    db: sqlite3.Connection,
+    info: NormInfo,
+    articles: list[Article],
+    spans: list[index.Passage],
+    passage_vecs: np.ndarray,
+    article_vecs: np.ndarray,
+) -> None:
+    cur = db.execute(
+        "INSERT INTO norms (name, kind, date, gaceta, url, source_sha256, imported_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        (info.name, info.kind, info.date, info.gaceta, info.url, info.source_sha256, time.time()),
+    )
+    norm_id = cur.lastrowid
+    ids: list[int] = []
+    for a in articles:
+        row = db.execute(
+            "INSERT INTO articles (norm, number, suffix, headings, text) VALUES (?, ?, ?, ?, ?)",
+            (norm_id, a.number, a.suffix, json.dumps(list(a.headings), ensure_ascii=False), a.text),
+        )
+        ids.append(int(row.lastrowid or 0))
+    db.executemany(
+        "INSERT INTO passages (article, start, end) VALUES (?, ?, ?)", [(ids[p.article], p.start, p.end) for p in spans]
+    )
+    for name, vecs in (("passages", passage_vecs), ("articles", article_vecs)):
+        db.execute(
+            "INSERT INTO vectors VALUES (?, ?, ?, ?, ?)",
+            (norm_id, name, vecs.shape[0], vecs.shape[1], np.ascontiguousarray(vecs, dtype=np.float32).tobytes()),
+        )
+
+
+def _insert_loaded(db: sqlite3.Connection, loaded: index.LoadedIndex) -> None:
+    """Copy an in-memory (format-1) index into a fresh format-2 database, vectors and all."""
+    for info in loaded.norms:
+        positions = [i for i, a in enumerate(loaded.articles) if a.norm == info.name]
+        remap = {old: new for new, old in enumerate(positions)}
+        chosen = [i for i, p in enumerate(loaded.passages) if p.article in remap]
+        spans = [
+            index.Passage(remap[loaded.passages[i].article], loaded.passages[i].start, loaded.passages[i].end)
+            for i in chosen
+        ]
+        _write_norm(
+            db,
+            info,
+            [loaded.articles[i] for i in positions],
+            spans,
+            loaded.passage_vectors[chosen],
+            loaded.article_vectors[positions],
+        )
+
+
+def _existing(db: sqlite3.Connection) -> dict[str, tuple[str, str]]:
+    """name → (name_key, source_sha256) of the norms already in the copy."""
+    return {name: (name_key(name), sha) for name, sha in db.execute("SELECT name, source_sha256 FROM norms")}
+
+
+def check_collisions(norms: list[ParsedNorm], existing: list[str]) -> None:
+    """A new name that a reader could not tell from an existing one (case, accents, spacing) is refused, as is
+    the Constitution's name on anything but its JSON: replacing a norm takes its exact name."""
+    for parsed in norms:
+        name = parsed.info.name
+        if name_key(name) == name_key(DOCUMENT_NAME) and parsed.info.kind != "constitution":
+            raise NormError(f"norm name {name!r} is the Constitution's; import the Constitution JSON to replace it")
+        clash = next((e for e in existing if e != name and name_key(e) == name_key(name)), None)
+        if clash:
+            raise NormError(f"norm name {name!r} collides with the indexed norm {clash!r}; use its exact name")
+
+
+def put_norms(data_dir: Path, norms: list[ParsedNorm]) -> Path:
+    """Add each norm, replacing any norm of the same name, keeping the others; embeds only these norms."""
+    started = time.perf_counter()
+    prepared = []
+    for parsed in norms:
+        spans = [index.Passage(i, s.start, s.end) for i, a in enumerate(parsed.articles) for s in passages(a.text)]
+        prepared.append((parsed, spans))
+    with _rewrite(data_dir) as db:
+        check_collisions(norms, list(_existing(db)))
+        vectors = [index.embed_articles(parsed.articles, spans) for parsed, spans in prepared]
+        for (parsed, spans), (pvecs, avecs) in zip(prepared, vectors, strict=True):
+            db.execute("DELETE FROM norms WHERE name = ?", (parsed.info.name,))
+            _write_norm(db, parsed.info, parsed.articles, spans, pvecs, avecs)
+    for parsed, spans in prepared:
+        log.info("norm indexed: %d articles, %d passages", len(parsed.articles), len(spans))
+    log.info("index written in %.1f s", time.perf_counter() - started)
+    return index.index_path(data_dir)
+
+
+def is_current(data_dir: Path, info: NormInfo) -> bool:
+    """Whether the index already holds this norm from the same bytes with the same metadata (nothing to do)."""
+    try:
+        held = next((n for n in index.list_norms(data_dir) if n.name == info.name), None)
+    except index.IndexLoadError:
+        return False
+    return held is not None and (held.source_sha256, held.date, held.gaceta, held.url) == (
+        info.source_sha256,
+        info.date,
+        info.gaceta,
+        info.url,
+    )
+
+
+def remove_norm(data_dir: Path, name: str) -> None:
+    """Remove one norm by its exact name; a NormError naming the indexed norms if there is none of that name."""
+    with _rewrite(data_dir) as db:
+        names = list(_existing(db))
+        if name not in names:
+            raise NormError(f"no norm named {name!r} in the index (indexed: {', '.join(names) or 'none'})")
+        db.execute("DELETE FROM norms WHERE name = ?", (name,))
