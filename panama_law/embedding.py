@@ -6,6 +6,7 @@ once per process and shared by the index builder and the searcher.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Sequence
 from typing import Any
@@ -27,13 +28,25 @@ def _get() -> Any:
     return _model
 
 
+log = logging.getLogger("panama_law.embedding")
+
+PROGRESS_MIN_TEXTS = 500
+"""Below this many texts an encode is quick; above it (an index build) progress is logged every tenth."""
+
+
 def encode(texts: Sequence[str], batch_size: int = 64) -> np.ndarray:
     """L2-normalised float32 embeddings, shape (len(texts), DIM)."""
     model = _get()
     out = np.zeros((len(texts), DIM), dtype=np.float32)
-    for start in range(0, len(texts), batch_size):
+    total = len(texts)
+    next_report = total // 10 if total >= PROGRESS_MIN_TEXTS else total + 1
+    for start in range(0, total, batch_size):
         chunk = list(texts[start : start + batch_size])
         out[start : start + len(chunk)] = np.asarray(model.encode(chunk), dtype=np.float32)
+        done = start + len(chunk)
+        if done >= next_report and done < total:
+            log.info("embedding: %d of %d texts (%d%%)", done, total, done * 100 // total)
+            next_report = done + total // 10
     norms = np.linalg.norm(out, axis=1, keepdims=True)
     norms[norms == 0] = 1.0
     normalised: np.ndarray = out / norms

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import logging
 import shutil
 import sqlite3
 from pathlib import Path
@@ -341,3 +342,17 @@ def test_top_positions_equal_a_full_stable_sort_ties_included() -> None:
     for size in (5, 30, 31, 400):
         scores = rng.integers(0, 6, size=size).astype(np.float32)  # many ties
         assert top_positions(scores, 30) == [int(p) for p in np.argsort(-scores, kind="stable")[:30]]
+
+
+def test_a_long_embedding_run_reports_progress(caplog: pytest.LogCaptureFixture) -> None:
+    """An index build embeds thousands of passages for minutes; the operator sees it advance."""
+    from panama_law import embedding
+
+    texts = [f"artículo de prueba número {i}" for i in range(embedding.PROGRESS_MIN_TEXTS + 20)]
+    with caplog.at_level(logging.INFO, logger="panama_law.embedding"):
+        embedding.encode(texts)
+        lines = [r.getMessage() for r in caplog.records if r.name == "panama_law.embedding"]
+        assert len(lines) >= 5 and lines[-1].startswith("embedding: ") and "of 520 texts" in lines[-1]
+        caplog.clear()
+        embedding.encode(texts[:10])  # a query-sized encode says nothing
+        assert not [r for r in caplog.records if r.name == "panama_law.embedding"]
