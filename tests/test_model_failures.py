@@ -47,17 +47,9 @@ def worker(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
 
 
 @pytest.fixture
-async def http() -> AsyncIterator[aiohttp.ClientSession]:
-    async with aiohttp.ClientSession() as session:
-        yield session
-
-
-@pytest.fixture
-async def mcp() -> AsyncIterator[FakeMcpServer]:
-    srv = FakeMcpServer()
-    srv.behaviour.results = [synthetic_source(1)]
-    async with srv.running():
-        yield srv
+def mcp(server: FakeMcpServer) -> FakeMcpServer:
+    server.behaviour.results = [synthetic_source(1)]
+    return server
 
 
 def settings_for(base_url: str, mcp: FakeMcpServer, tmp_path: Path) -> Settings:

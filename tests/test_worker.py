@@ -74,17 +74,9 @@ async def standin() -> AsyncIterator[RealtimeStandIn]:
 
 
 @pytest.fixture
-async def http() -> AsyncIterator[aiohttp.ClientSession]:
-    async with aiohttp.ClientSession() as session:
-        yield session
-
-
-@pytest.fixture
-async def mcp() -> AsyncIterator[FakeMcpServer]:
-    srv = FakeMcpServer()
-    srv.behaviour.results = [synthetic_source(1)]
-    async with srv.running():
-        yield srv
+def mcp(server: FakeMcpServer) -> FakeMcpServer:
+    server.behaviour.results = [synthetic_source(1)]
+    return server
 
 
 def job_settings(realtime_base_url: str, mcp_url: str, tmp_path: Path) -> Settings:
