@@ -109,7 +109,14 @@ def start_redis(data_dir: Path, log: Path) -> tuple[subprocess.Popen[bytes], int
 
 def start_worker(stack: Stack, name: str, node_url: str) -> Worker:
     log = stack.opts.log_dir / f"{name}.log"
-    env = {**stack.common_env(), "LIVEKIT_URL": node_url, "LEXVOZ_LEDGER_PATH": str(stack.opts.log_dir / f"{name}.db")}
+    # One warm job process each, started one worker at a time: on two cores, several job processes importing
+    # at once miss livekit-agents' 10 s start-up deadline and the worker then has no runner for the rooms.
+    env = {
+        **stack.common_env(),
+        "LIVEKIT_URL": node_url,
+        "LEXVOZ_LEDGER_PATH": str(stack.opts.log_dir / f"{name}.db"),
+        "LEXVOZ_IDLE_PROCESSES": "1",
+    }
     with open(log, "ab") as out:
         proc = subprocess.Popen(
             [sys.executable, "-m", "agent", "start"],
@@ -120,6 +127,7 @@ def start_worker(stack: Stack, name: str, node_url: str) -> Worker:
         )
     worker = Worker(name, node_url, proc, log)
     _wait_for_text(log, "registered worker", proc, timeout=90)
+    _wait_for_text(log, "process initialized", proc, timeout=90)
     return worker
 
 
