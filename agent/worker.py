@@ -7,6 +7,7 @@ LiveKit, with one line naming the variable.
 from __future__ import annotations
 
 import logging
+import math
 import os
 import sys
 import tempfile
@@ -16,6 +17,7 @@ from typing import Any
 
 import aiohttp
 from livekit.agents import AgentServer, JobContext, JobExecutorType, JobProcess
+from livekit.agents.worker import ServerEnvOption
 from livekit.plugins import silero
 from opentelemetry.sdk.trace import TracerProvider
 
@@ -122,7 +124,9 @@ def executor_options(job_settings: Settings) -> dict[str, Any]:
     """How jobs run: executor, warm runners, and the load threshold that matches the job limit."""
     options: dict[str, Any] = {
         "job_executor_type": JobExecutorType(job_settings.job_executor),
-        "load_threshold": load_threshold(job_settings.max_jobs),
+        # Development mode keeps livekit-agents' unlimited threshold: there a job waits for its process to
+        # start, and the framework counts that wait as load, so a fixed threshold refuses a second room.
+        "load_threshold": ServerEnvOption(dev_default=math.inf, prod_default=load_threshold(job_settings.max_jobs)),
     }
     if job_settings.idle_processes is not None:
         options["num_idle_processes"] = job_settings.idle_processes
