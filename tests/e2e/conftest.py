@@ -150,13 +150,18 @@ def _save_index(data_dir: Path, cached: Path) -> None:
     os.replace(partial, cached)  # atomic: a concurrent run never reads half a file
 
 
-@pytest.fixture(scope="module")
-def e2e_stack(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[E2EStack]:
-    source = constitution.require()
+def require_livekit_server() -> None:
+    """Skip, saying how to get it, when the livekit-server binary is neither built nor on PATH."""
     try:
         livekit_server.find_or_build(build=False, log=False)
     except livekit_server.LiveKitServerMissing as exc:
         pytest.skip(f"livekit-server not available (run `make livekit-server`): {exc}")
+
+
+@pytest.fixture(scope="module")
+def e2e_stack(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[E2EStack]:
+    source = constitution.require()
+    require_livekit_server()
 
     base = tmp_path_factory.mktemp("lexvoz-e2e")
     data_dir = base / "data"

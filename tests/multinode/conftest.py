@@ -30,7 +30,7 @@ from agent.devstack.stack import Stack, StackOptions, _terminate, _wait_for_text
 from agent.settings import Settings
 from agent.web.tokens import mint_token, new_identity, new_room_name
 from tests import constitution
-from tests.e2e.conftest import _save_index, _seed_index, livekit_port, log_tails
+from tests.e2e.conftest import _save_index, _seed_index, livekit_port, log_tails, require_livekit_server
 from tests.ports import free_port
 
 SPOKEN_QUESTION = "¿Cuál es el idioma oficial de Panamá?"
@@ -134,10 +134,7 @@ def start_worker(stack: Stack, name: str, node_url: str) -> Worker:
 @pytest.fixture(scope="module")
 def cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     source = constitution.require()
-    try:
-        livekit_server.find_or_build(build=False, log=False)
-    except livekit_server.LiveKitServerMissing as exc:
-        pytest.skip(f"livekit-server not available (run `make livekit-server`): {exc}")
+    require_livekit_server()
     base = tmp_path_factory.mktemp("lexvoz-multinode")
     data_dir, log_dir, redis_dir = base / "data", base / "log", base / "redis"
     for d in (data_dir, log_dir, redis_dir):
