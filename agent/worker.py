@@ -12,12 +12,12 @@ import os
 import sys
 import tempfile
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import aiohttp
-from livekit.agents import AgentServer, JobContext, JobExecutorType, JobProcess
-from livekit.agents.worker import ServerEnvOption
+from livekit.agents import AgentServer, JobContext, JobExecutorType, JobProcess, JobRequest
 from livekit.plugins import silero
 from opentelemetry.sdk.trace import TracerProvider
 
@@ -115,18 +115,43 @@ def job_load(server: AgentServer) -> float:
     return min(1.0, running / settings.max_jobs)
 
 
-def load_threshold(max_jobs: int) -> float:
-    """The load at which the worker reports itself full: exactly when `max_jobs` conversations run."""
-    return (max_jobs - 0.5) / max_jobs
+class JobAdmission:
+    """Admits a room's job while fewer than `max_jobs` conversations run or are starting.
+
+    livekit-agents' own gate, given a finite load threshold, counts a job it has accepted but not yet
+    started as `threshold / num_idle_processes` while no job runs: with one or two warm runners a fresh
+    worker takes one or two rooms of a burst and answers "unavailable" for the others, and livekit-server
+    then gives up on those rooms, which never get an agent. So the framework's threshold stays unlimited
+    and this gate counts exactly: conversations running plus those accepted and still starting. A refused
+    job goes back to livekit-server, which offers it to another worker.
+    """
+
+    def __init__(self, max_jobs: int, running: Callable[[], int]) -> None:
+        self._max_jobs = max_jobs
+        self._running = running
+        self._starting = 0
+
+    @property
+    def in_use(self) -> int:
+        return self._running() + self._starting
+
+    async def __call__(self, request: JobRequest) -> None:
+        if self.in_use >= self._max_jobs:
+            logger.info("job refused: the worker is at its job limit", extra={"max_jobs": self._max_jobs})
+            await request.reject()
+            return
+        self._starting += 1
+        try:
+            await request.accept()  # returns once the job is assigned and handed to a runner
+        finally:
+            self._starting -= 1
 
 
 def executor_options(job_settings: Settings) -> dict[str, Any]:
-    """How jobs run: executor, warm runners, and the load threshold that matches the job limit."""
+    """How jobs run: executor and warm runners; the job limit is `JobAdmission`'s, not a load threshold."""
     options: dict[str, Any] = {
         "job_executor_type": JobExecutorType(job_settings.job_executor),
-        # Development mode keeps livekit-agents' unlimited threshold: there a job waits for its process to
-        # start, and the framework counts that wait as load, so a fixed threshold refuses a second room.
-        "load_threshold": ServerEnvOption(dev_default=math.inf, prod_default=load_threshold(job_settings.max_jobs)),
+        "load_threshold": math.inf,
     }
     if job_settings.idle_processes is not None:
         options["num_idle_processes"] = job_settings.idle_processes
@@ -213,6 +238,16 @@ async def run_job(
     )
 
 
-@server.rtc_session(agent_name=settings.agent_name)
+def _running_jobs() -> int:
+    try:
+        return len(server.active_jobs)
+    except AttributeError:  # asked before the process pool exists
+        return 0
+
+
+admission = JobAdmission(settings.max_jobs, _running_jobs)
+
+
+@server.rtc_session(agent_name=settings.agent_name, on_request=admission)
 async def entrypoint(ctx: JobContext) -> None:
     await run_job(ctx, settings)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import importlib
+import math
 from types import SimpleNamespace
 from typing import Any
 
@@ -29,17 +31,66 @@ def reload_worker(monkeypatch: pytest.MonkeyPatch) -> Any:
     get_settings.cache_clear()
 
 
-@pytest.mark.parametrize("max_jobs", [1, 2, 8, 25, 40])
-def test_the_worker_is_full_exactly_at_its_job_limit(reload_worker: Any, max_jobs: int) -> None:
+class _Request:
+    """A job request as livekit-agents hands it to `on_request`: accept() returns once the job runs."""
+
+    def __init__(self, started: asyncio.Event) -> None:
+        self.answer: str | None = None
+        self._started = started
+
+    async def accept(self) -> None:
+        self.answer = "accepted"
+        await self._started.wait()  # assignment and a runner still to come
+
+    async def reject(self) -> None:
+        self.answer = "rejected"
+
+
+@pytest.mark.parametrize("max_jobs", [1, 2, 8, 25])
+async def test_a_burst_of_rooms_is_admitted_up_to_the_job_limit_only(reload_worker: Any, max_jobs: int) -> None:
     worker = reload_worker(LEXVOZ_MAX_JOBS=str(max_jobs))
-    threshold = worker.load_threshold(max_jobs)
-    assert threshold < 1.0  # livekit-agents warns above 1 in production
+    running: list[object] = []
+    admission = worker.JobAdmission(max_jobs, lambda: len(running))
+    started = asyncio.Event()
+    burst = [_Request(started) for _ in range(max_jobs + 3)]  # all arrive before any job has started
 
-    def load(jobs: int) -> float:
-        return float(worker.job_load(SimpleNamespace(active_jobs=[object()] * jobs)))
+    tasks = [asyncio.create_task(admission(r)) for r in burst]
+    await asyncio.sleep(0)
+    assert [r.answer for r in burst].count("accepted") == max_jobs
+    assert [r.answer for r in burst].count("rejected") == 3
+    running.extend(range(max_jobs))  # the accepted jobs now run
+    started.set()
+    await asyncio.gather(*tasks)
+    assert admission.in_use == max_jobs
 
-    assert load(max_jobs - 1) < threshold <= load(max_jobs)
-    assert worker.server._load_threshold.prod_default == threshold  # development mode keeps no limit
+    late = _Request(started)
+    await admission(late)
+    assert late.answer == "rejected"
+    running.pop()  # a conversation ended: its slot is free again
+    await admission(late)
+    assert late.answer == "accepted"
+
+
+async def test_a_job_that_never_starts_gives_its_slot_back(reload_worker: Any) -> None:
+    worker = reload_worker(LEXVOZ_MAX_JOBS="1")
+    admission = worker.JobAdmission(1, lambda: 0)
+
+    class _Unassigned(_Request):
+        async def accept(self) -> None:
+            raise TimeoutError("no assignment")  # what livekit-agents raises when the server never assigns
+
+    with pytest.raises(TimeoutError):
+        await admission(_Unassigned(asyncio.Event()))
+    assert admission.in_use == 0
+
+
+def test_the_framework_gate_does_not_refuse_a_burst(reload_worker: Any) -> None:
+    # livekit-agents, with a finite threshold and no job running yet, counts each accepted job as
+    # threshold / warm runners and refuses the rest of a burst; the job limit is JobAdmission's alone.
+    worker = reload_worker(LEXVOZ_MAX_JOBS="10", LEXVOZ_IDLE_PROCESSES="1")
+    assert worker.executor_options(worker.settings)["load_threshold"] == math.inf
+    assert worker.server._load_threshold == math.inf
+    assert worker.server._request_fnc is worker.admission
 
 
 def test_executor_and_warm_runners_come_from_settings(reload_worker: Any) -> None:
