@@ -147,11 +147,24 @@ class JobAdmission:
             self._starting -= 1
 
 
+# What a job imports beyond the framework's plugins, imported once in livekit-agents' forkserver so that
+# every job process inherits it copy-on-write instead of importing it again while its room waits.
+PRELOAD_MODULES = [
+    "agent.voice.conversation",
+    "agent.voice.observers",
+    "agent.voice.model_link",
+    "agent.ops.ledger",
+    "agent.ops.telemetry",
+    "agent.ops.metrics",
+]
+
+
 def executor_options(job_settings: Settings) -> dict[str, Any]:
     """How jobs run: executor and warm runners; the job limit is `JobAdmission`'s, not a load threshold."""
     options: dict[str, Any] = {
         "job_executor_type": JobExecutorType(job_settings.job_executor),
         "load_threshold": math.inf,
+        "preload_modules": PRELOAD_MODULES,
     }
     if job_settings.idle_processes is not None:
         options["num_idle_processes"] = job_settings.idle_processes

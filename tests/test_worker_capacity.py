@@ -5,6 +5,9 @@ from __future__ import annotations
 import asyncio
 import importlib
 import math
+import os
+import subprocess
+import sys
 from types import SimpleNamespace
 from typing import Any
 
@@ -159,3 +162,23 @@ def test_a_job_ending_leaves_the_other_conversations_tracing_and_gauges(
     finally:
         for provider in {id(first): first, id(second): second}.values():
             provider.shutdown()
+
+
+def test_a_job_process_imports_nothing_the_forkserver_has_not_already_imported(reload_worker: Any) -> None:
+    # Job processes fork from livekit-agents' forkserver; what they import themselves is paid again by every
+    # job while its room waits (seconds each on two cores). Preloading must also stay fork-safe: no threads.
+    worker = reload_worker()
+    assert worker.server._preload_modules == worker.PRELOAD_MODULES
+    script = (
+        "import importlib, sys, threading\n"
+        "import livekit.plugins.openai, livekit.plugins.silero\n"
+        f"for name in {worker.PRELOAD_MODULES!r}: importlib.import_module(name)\n"
+        "assert threading.active_count() == 1, threading.enumerate()\n"
+        "before = set(sys.modules)\n"
+        "import agent.worker\n"
+        "print(sorted(set(sys.modules) - before))\n"
+    )
+    env = {**os.environ, "LEXVOZ_REHEARSAL": "1"}
+    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "['agent.worker']"
