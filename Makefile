@@ -79,11 +79,9 @@ redis:
 run: $(STAMP) web livekit-server
 	$(PY) -m agent run
 
-# The two-node cluster suite is run on its own (`make test-multinode`): it still fails now and then on two
-# cores (a room left without an agent), and a suite that fails by chance would hide real failures.
-test: $(STAMP) web interop-deps livekit-server browser postgres
+test: $(STAMP) web interop-deps livekit-server browser postgres redis
 	cd web && npm test
-	$(PY) -m pytest -m "not multinode"
+	$(PY) -m pytest
 
 test-multinode: $(STAMP) livekit-server redis
 	$(PY) -m pytest -m multinode tests/multinode
