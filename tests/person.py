@@ -229,7 +229,8 @@ class Person:
                 return value
             remaining = deadline - loop.time()
             if remaining <= 0:
-                raise TimeoutError(f"room {self.name}: no {what} within {within:.0f} s")
+                seen = [(m.type, m.call_id) for m in self.messages]
+                raise TimeoutError(f"room {self.name}: no {what} within {within:.0f} s; messages so far: {seen}")
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(signal.wait(), remaining)
 

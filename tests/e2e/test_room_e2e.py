@@ -13,23 +13,20 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
-import json
-import math
 import os
 import signal
 import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
-import numpy as np
 import pytest
 from livekit import rtc
 
 from agent.ops.ledger.reader import read_room
+from tests.person import CHAT_TOPIC, Message, Person
 
 from .conftest import E2EStack
 
@@ -37,198 +34,22 @@ ROOT = Path(__file__).resolve().parents[2]
 
 pytestmark = pytest.mark.e2e
 
-T = TypeVar("T")
-
-RESEARCH_TOPIC = "lexvoz.research"
-CHAT_TOPIC = "lk.chat"
-TRANSCRIPTION_TOPIC = "lk.transcription"
 MODE_ATTRIBUTE = "lexvoz.mode"
-AGENT_STATE_ATTRIBUTE = "lk.agent.state"
-
-SAMPLE_RATE = 48_000
-FRAME_MS = 20
-SAMPLES_PER_FRAME = SAMPLE_RATE * FRAME_MS // 1000
 
 JOIN_TIMEOUT_S = 45.0  # first job on a cold worker: spawn a process, load the VAD, connect the model
 ANSWER_TIMEOUT_S = 30.0  # one search with the test delay, plus the audio path, with room to spare
 
 
-def _tone_frames(seconds: float = 1.0, level: float = 0.3) -> list[rtc.AudioFrame]:
-    """Loud enough for the stand-in's VAD (RMS 0.02) after resampling and Opus: three voice-band tones."""
-    n = int(SAMPLE_RATE * seconds)
-    t = np.arange(n) / SAMPLE_RATE
-    wave = sum(math.pow(0.6, k) * np.sin(2 * np.pi * f * t) for k, f in enumerate((220.0, 440.0, 660.0)))
-    pcm = (wave / np.max(np.abs(wave)) * level * 32767).astype(np.int16)
-    return [
-        rtc.AudioFrame(pcm[i : i + SAMPLES_PER_FRAME].tobytes(), SAMPLE_RATE, 1, SAMPLES_PER_FRAME)
-        for i in range(0, n - SAMPLES_PER_FRAME + 1, SAMPLES_PER_FRAME)
-    ]
-
-
-class Microphone:
-    """A fake microphone that never stops sending: 20 ms frames of silence, bursts of tone on demand.
-
-    It is continuous like a real microphone because the stand-in ends a turn only after 500 ms of
-    silence *in the audio*; a track that simply stops would leave the turn open. The source's queue is
-    kept short so a burst is heard within ~100 ms of `speak`.
-    """
-
-    def __init__(self) -> None:
-        self.source = rtc.AudioSource(SAMPLE_RATE, 1, queue_size_ms=100)
-        self._tone = _tone_frames()
-        self._silence = rtc.AudioFrame(bytes(SAMPLES_PER_FRAME * 2), SAMPLE_RATE, 1, SAMPLES_PER_FRAME)
-        self._burst_left = 0
-        self._burst_done: asyncio.Future[None] | None = None
-        self._task: asyncio.Task[None] | None = None
-
-    async def publish(self, room: rtc.Room) -> None:
-        track = rtc.LocalAudioTrack.create_audio_track("microfono", self.source)
-        options = rtc.TrackPublishOptions(source=rtc.TrackSource.SOURCE_MICROPHONE)  # the token allows only this
-        await room.local_participant.publish_track(track, options)
-        self._task = asyncio.create_task(self._run(), name="fake-microphone")
-
-    async def speak(self, seconds: float = 1.0) -> None:
-        """Send `seconds` of tone; returns once the burst is queued (silence follows by itself)."""
-        assert self._task is not None, "publish() first"
-        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._burst_done = done
-        self._burst_left = round(seconds * 1000 / FRAME_MS)
-        await done
-
-    async def _run(self) -> None:
-        i = 0
-        while True:
-            if self._burst_left > 0:
-                frame = self._tone[i % len(self._tone)]
-                i += 1
-                self._burst_left -= 1
-                if self._burst_left == 0 and self._burst_done is not None and not self._burst_done.done():
-                    self._burst_done.set_result(None)
-            else:
-                frame = self._silence
-            await self.source.capture_frame(frame)  # blocks while the queue is full: real-time pacing
-
-    async def aclose(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-        await self.source.aclose()
-
-
-@dataclass(frozen=True)
-class Evidence:
-    """One `lexvoz.research` message as the participant received it."""
-
-    message: dict[str, Any]
-    sender: str
-    sender_kind: int
+class Participant(Person):
+    """A person in one room (`tests/person.py`: token from the token service, microphone, chat), plus the
+    lookups these tests assert on."""
 
     @property
-    def type(self) -> str:
-        return str(self.message.get("type"))
-
-    @property
-    def call_id(self) -> str:
-        return str(self.message.get("call_id"))
-
-
-class Participant:
-    """A person in one room: joins with a token from the token service, talks, types, and listens."""
-
-    def __init__(self, session: dict[str, str]) -> None:
-        self.session = session
-        self.room = rtc.Room()
-        self.mic = Microphone()
-        self.evidence: list[Evidence] = []
-        self._signal = asyncio.Event()
-        self._mic_subscribed = False
-        self.transcripts: list[tuple[str, str]] = []  # (sender identity, full text), as streams complete
-        self._readers: set[asyncio.Task[None]] = set()
-        self.room.on("data_received", self._on_data)
-        self.room.on("participant_connected", self._poke)
-        self.room.on("participant_attributes_changed", self._poke)
-        self.room.on("local_track_subscribed", self._on_mic_subscribed)
-        # Messages too big for one packet come as a text stream on the same topic.
-        self.room.register_text_stream_handler(RESEARCH_TOPIC, self._on_research_stream)
-        self.room.register_text_stream_handler(TRANSCRIPTION_TOPIC, self._on_transcription)
-
-    @property
-    def name(self) -> str:
-        return self.session["room"]
-
-    async def connect(self) -> None:
-        await self.room.connect(self.session["url"], self.session["token"])
-        await self.mic.publish(self.room)
-
-    async def aclose(self) -> None:
-        await self.mic.aclose()
-        await self.room.disconnect()
-        for task in list(self._readers):
-            task.cancel()
-
-    # -- what arrives ---------------------------------------------------------------------------
-
-    def _poke(self, *_: object) -> None:
-        self._signal.set()
-        self._signal = asyncio.Event()
-
-    def _on_mic_subscribed(self, _track: rtc.Track) -> None:
-        # Only the agent subscribes to our microphone: from now on it hears us.
-        self._mic_subscribed = True
-        self._poke()
-
-    def _on_data(self, packet: rtc.DataPacket) -> None:
-        if packet.topic != RESEARCH_TOPIC:
-            return
-        self._record(packet.data.decode("utf-8"), packet.participant)
-
-    def _on_research_stream(self, reader: rtc.TextStreamReader, identity: str) -> None:
-        async def read() -> None:
-            text = await reader.read_all()
-            self._record(text, self.room.remote_participants.get(identity))
-
-        task = asyncio.create_task(read())
-        self._readers.add(task)
-        task.add_done_callback(self._readers.discard)
-
-    def _on_transcription(self, reader: rtc.TextStreamReader, identity: str) -> None:
-        async def read() -> None:
-            self.transcripts.append((identity, await reader.read_all()))
-            self._poke()
-
-        task = asyncio.create_task(read())
-        self._readers.add(task)
-        task.add_done_callback(self._readers.discard)
-
-    def _record(self, text: str, sender: rtc.RemoteParticipant | None) -> None:
-        message = json.loads(text)
-        self.evidence.append(Evidence(message, sender.identity if sender else "", int(sender.kind) if sender else -1))
-        self._poke()
-
-    # -- waiting --------------------------------------------------------------------------------
-
-    async def wait_for(self, check: Callable[[], T | None], what: str, within: float) -> T:
-        """Wait for `check()` to return something truthy; every room event re-checks. Fails with context."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + within
-        while True:
-            signal = self._signal
-            value = check()
-            if value:
-                return value
-            remaining = deadline - loop.time()
-            if remaining <= 0:
-                seen = [e.message for e in self.evidence]
-                raise AssertionError(f"room {self.name}: no {what} within {within:.0f} s; evidence so far: {seen}")
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(signal.wait(), remaining)
+    def evidence(self) -> list[Message]:
+        return self.messages
 
     def agent(self) -> rtc.RemoteParticipant | None:
-        return next(
-            (p for p in self.room.remote_participants.values() if p.kind == rtc.ParticipantKind.PARTICIPANT_KIND_AGENT),
-            None,
-        )
+        return self.room.remote_participants.get(self.agent_identity) if self.agent_identity else None
 
     async def wait_until_agent_listens(self) -> rtc.RemoteParticipant:
         """The agent has joined, greeted us to the end, and is listening to our microphone.
@@ -238,18 +59,13 @@ class Participant:
         once its transcript has fully arrived and the agent is back to listening, the whole audio
         path is live.
         """
+        await self.wait_until_listening(JOIN_TIMEOUT_S)
+        agent = self.agent()
+        assert agent is not None
+        return agent
 
-        def ready() -> rtc.RemoteParticipant | None:
-            agent = self.agent()
-            if agent is None or not self._mic_subscribed:
-                return None
-            greeted = any(identity == agent.identity and text for identity, text in self.transcripts)
-            return agent if greeted and agent.attributes.get(AGENT_STATE_ATTRIBUTE) == "listening" else None
-
-        return await self.wait_for(ready, "greeting from an agent that then listens", JOIN_TIMEOUT_S)
-
-    def first(self, kind: str, call_id: str | None = None, *, exclude: set[str] | None = None) -> Evidence | None:
-        for e in self.evidence:
+    def first_of(self, kind: str, call_id: str | None = None, *, exclude: set[str] | None = None) -> Message | None:
+        for e in self.messages:
             if e.type == kind and (call_id is None or e.call_id == call_id) and e.call_id not in (exclude or set()):
                 return e
         return None
@@ -261,12 +77,12 @@ class Participant:
         *,
         exclude: set[str] | None = None,
         within: float = ANSWER_TIMEOUT_S,
-    ) -> Evidence:
+    ) -> Message:
         label = f"{kind!r} message" + (f" for call {call_id}" if call_id else "")
-        return await self.wait_for(lambda: self.first(kind, call_id, exclude=exclude), label, within)
+        return await self.wait_for(lambda: self.first_of(kind, call_id, exclude=exclude), label, within)
 
     def of_call(self, call_id: str) -> list[str]:
-        return [e.type for e in self.evidence if e.call_id == call_id]
+        return [e.type for e in self.messages if e.call_id == call_id]
 
 
 JoinRoom = Callable[[], Awaitable[Participant]]
@@ -291,16 +107,15 @@ async def join_room(e2e_stack: E2EStack) -> AsyncIterator[JoinRoom]:
             await asyncio.wait_for(participant.aclose(), 10)
 
 
-def _assert_from_agent(participant: Participant, *evidence: Evidence) -> None:
+def _assert_from_agent(participant: Participant, *evidence: Message) -> None:
     agent = participant.agent()
-    assert agent is not None
+    assert agent is not None and agent.kind == rtc.ParticipantKind.PARTICIPANT_KIND_AGENT
     for e in evidence:
         assert e.sender == agent.identity, f"{e.type} came from {e.sender!r}, not the agent {agent.identity!r}"
-        assert e.sender_kind == rtc.ParticipantKind.PARTICIPANT_KIND_AGENT
 
 
-def _assert_real_sources(completed: Evidence) -> list[dict[str, str]]:
-    sources = completed.message["sources"]
+def _assert_real_sources(completed: Message) -> list[dict[str, str]]:
+    sources = completed.body["sources"]
     assert 1 <= len(sources) <= 3, sources
     for source in sources:
         assert source["title"] and source["citation"] and source["excerpt"], source
@@ -321,22 +136,22 @@ async def test_spoken_question_gets_sources_from_the_corpus(join_room: JoinRoom,
     await participant.mic.speak()
 
     started = await participant.wait_message("started")
-    assert started.message["query"] == e2e_stack.question
+    assert started.body["query"] == e2e_stack.question
     completed = await participant.wait_message("completed", started.call_id)
 
     assert participant.evidence.index(started) < participant.evidence.index(completed)
     assert participant.of_call(started.call_id) == ["started", "completed"]
-    assert completed.message["turn"] == started.message["turn"]
+    assert completed.body["turn"] == started.body["turn"]
     _assert_from_agent(participant, started, completed)
     # the gateway's clock covers the real round trip, test delay included
-    assert completed.message["tool_duration_ms"] >= e2e_stack.search_delay_ms
+    assert completed.body["tool_duration_ms"] >= e2e_stack.search_delay_ms
     sources = _assert_real_sources(completed)
     official = [s for s in sources if s["citation"].endswith("artículo 7")]
     assert official, [s["citation"] for s in sources]
     assert "español es el idioma oficial" in official[0]["excerpt"]
 
 
-async def _barge_in_during_search(participant: Participant) -> tuple[Evidence, Evidence, Evidence]:
+async def _barge_in_during_search(participant: Participant) -> tuple[Message, Message, Message]:
     """Ask, wait for the search to start, talk over it. Returns (started, discarded, next completed)."""
     await participant.mic.speak()
     started = await participant.wait_message("started")
@@ -356,9 +171,9 @@ async def test_barge_in_discards_the_running_search(join_room: JoinRoom) -> None
     # By now the first search's own result has come back from the server too (it started earlier and
     # takes as long), so a leaked `completed` for it would already be here.
     assert participant.of_call(started.call_id) == ["started", "discarded"]
-    assert discarded.message["turn"] == started.message["turn"]
+    assert discarded.body["turn"] == started.body["turn"]
     assert follow_up.call_id != started.call_id
-    assert follow_up.message["turn"] > started.message["turn"]
+    assert follow_up.body["turn"] > started.body["turn"]
     _assert_from_agent(participant, started, discarded, follow_up)
     _assert_real_sources(follow_up)
 
@@ -388,13 +203,13 @@ async def test_two_rooms_at_once_keep_their_evidence_apart(join_room: JoinRoom, 
         spoken.wait_message("completed", started_a.call_id), typed.wait_message("completed", started_b.call_id)
     )
 
-    assert started_a.message["query"] == e2e_stack.question
-    assert started_b.message["query"] == other_question
+    assert started_a.body["query"] == e2e_stack.question
+    assert started_b.body["query"] == other_question
     _assert_real_sources(completed_a)
     _assert_real_sources(completed_b)
     for room, agent, question in ((spoken, agent_a, e2e_stack.question), (typed, agent_b, other_question)):
         assert {e.sender for e in room.evidence} == {agent.identity}
-        assert {e.message["query"] for e in room.evidence if e.type == "started"} == {question}
+        assert {e.body["query"] for e in room.evidence if e.type == "started"} == {question}
     assert not {e.call_id for e in spoken.evidence} & {e.call_id for e in typed.evidence}
 
 
@@ -405,11 +220,11 @@ async def test_typed_chat_question_gets_sources(join_room: JoinRoom, e2e_stack: 
 
     started = await participant.wait_message("started")
     # the room sees the query exactly as it left the worker: personal data masked
-    assert started.message["query"] == question.replace("ana@example.com", "[correo]")
+    assert started.body["query"] == question.replace("ana@example.com", "[correo]")
     completed = await participant.wait_message("completed", started.call_id)
     assert participant.of_call(started.call_id) == ["started", "completed"]
     _assert_from_agent(participant, started, completed)
-    assert completed.message["tool_duration_ms"] > 0
+    assert completed.body["tool_duration_ms"] > 0
     citations = [s["citation"] for s in _assert_real_sources(completed)]
     assert any(c.endswith("artículo 35") for c in citations), citations
 
@@ -426,7 +241,7 @@ async def test_typed_chat_question_gets_sources(join_room: JoinRoom, e2e_stack: 
     assert "ana@example.com" not in calls[0]["query_redacted"] and "[correo]" in calls[0]["query_redacted"]
     assert [s["citation"] for s in calls[0]["sources"]] == citations
     assert [s["excerpt_sha256"] for s in calls[0]["sources"]] == [
-        hashlib.sha256(s["excerpt"].encode()).hexdigest() for s in completed.message["sources"]
+        hashlib.sha256(s["excerpt"].encode()).hexdigest() for s in completed.body["sources"]
     ]
     # and no log line of any process carries the question in clear
     for log in e2e_stack.log_dir.glob("*.log"):
