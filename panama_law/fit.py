@@ -37,6 +37,13 @@ CANDIDATES: dict[str, Callable[[Signals], float]] = {
     "log1p(expansion_terms)": lambda s: math.log1p(s.expansion_terms),
     "log1p(lex_max)": lambda s: math.log1p(max(s.lex_max, 0.0)),
 }
+# Abstain rules that need no fitting (`scope`): a question set in another country, or one asking for a quantity
+# that the articles to be shown do not state.
+SCOPE_RULES: dict[str, Callable[[Signals], bool]] = {
+    "foreign": lambda s: s.foreign,
+    "unstated_quantity": lambda s: s.unstated_quantity,
+}
+RULE_SETS: tuple[tuple[str, ...], ...] = ((), ("foreign",), ("unstated_quantity",), ("foreign", "unstated_quantity"))
 FEATURE_SETS: tuple[tuple[str, ...], ...] = (
     ("dense_max",),
     ("dense_max", "log1p(lex_max)"),
@@ -138,10 +145,20 @@ def threshold(scores: np.ndarray, y: np.ndarray, refuse_cost: float = REFUSE_COS
 
 
 def cross_validate(
-    x: np.ndarray, y: np.ndarray, refuse_cost: float = REFUSE_COST, folds: int = 5, repeats: int = 20
+    x: np.ndarray,
+    y: np.ndarray,
+    refuse_cost: float = REFUSE_COST,
+    folds: int = 5,
+    repeats: int = 20,
+    flagged: np.ndarray | None = None,
 ) -> tuple[float, float]:
-    """Repeated stratified k-fold CV of fit + threshold; mean in-scope lost and out-of-scope abstained per repeat."""
+    """Repeated stratified k-fold CV of fit + threshold; mean in-scope lost and out-of-scope abstained per repeat.
+
+    `flagged` questions are abstained on by a rule whatever the model says (`SCOPE_RULES`); the model and its cut
+    are still fitted on every training question (fitting them only on the questions the rules leave did no better
+    in CV, and this way the rules leave the model's constants as they were)."""
     rng = np.random.default_rng(0)
+    rule = np.zeros(len(y), dtype=bool) if flagged is None else flagged
     lost = abstained = 0
     for _ in range(repeats):
         pos, neg = rng.permutation(np.flatnonzero(y == 1)), rng.permutation(np.flatnonzero(y == 0))
@@ -150,30 +167,47 @@ def cross_validate(
             train = np.setdiff1d(np.arange(len(y)), test)
             coef, bias = fit_logistic(x[train], y[train])
             cut = threshold(x[train] @ coef + bias, y[train], refuse_cost)
-            abstain = x[test] @ coef + bias < cut
+            abstain = (x[test] @ coef + bias < cut) | rule[test]
             lost += int(np.sum(abstain & (y[test] == 1)))
             abstained += int(np.sum(abstain & (y[test] == 0)))
     return lost / repeats, abstained / repeats
 
 
-def fit_abstain(searcher: Searcher, items: list[EvalItem], chosen: Sequence[str]) -> dict[str, Any]:
+def _rule_mask(sigs: Sequence[Signals], rules: Sequence[str]) -> np.ndarray:
+    return np.array([any(SCOPE_RULES[r](s) for r in rules) for s in sigs], dtype=bool)
+
+
+def fit_abstain(
+    searcher: Searcher, items: list[EvalItem], chosen: Sequence[str], rules: Sequence[str] = ()
+) -> dict[str, Any]:
     sigs = [searcher.signals(item.question)[0] for item in items]
     y = np.array([1 if item.gold else 0 for item in items])
+    n_in, n_out = int(y.sum()), int(len(y) - y.sum())
     table = []
-    for names in FEATURE_SETS:
-        x = np.array([[CANDIDATES[n](s) for n in names] for s in sigs])
-        row: dict[str, Any] = {"features": list(names)}
-        for cost in (1.0, REFUSE_COST, 10.0):
-            lost, abst = cross_validate(x, y, cost)
-            row[f"cv_refuse_cost_{cost:g}"] = {"in_scope_lost": lost, "out_of_scope_abstained": abst}
-        table.append(row)
+    for rule_set in RULE_SETS:
+        mask = _rule_mask(sigs, rule_set)
+        for names in FEATURE_SETS:
+            x = np.array([[CANDIDATES[n](s) for n in names] for s in sigs])
+            row: dict[str, Any] = {"rules": list(rule_set), "features": list(names)}
+            for cost in (1.0, REFUSE_COST, 10.0):
+                lost, abst = cross_validate(x, y, cost, flagged=mask)
+                row[f"cv_refuse_cost_{cost:g}"] = {
+                    "in_scope_lost": lost,
+                    "out_of_scope_abstained": abst,
+                    "in_scope_refused_rate": round(lost / n_in, 4),
+                    "out_of_scope_answered_rate": round((n_out - abst) / n_out, 4),
+                    "cost": round(REFUSE_COST * lost + (n_out - abst), 2),
+                }
+            table.append(row)
+    mask = _rule_mask(sigs, rules)
     x = np.array([[CANDIDATES[n](s) for n in chosen] for s in sigs])
     coef, bias = fit_logistic(x, y)
     scores = x @ coef + bias
     cut = threshold(scores, y)
+    abstain = (scores < cut) | mask
     return {
-        "in_scope": int(y.sum()),
-        "out_of_scope": int(len(y) - y.sum()),
+        "in_scope": n_in,
+        "out_of_scope": n_out,
         "refuse_cost": REFUSE_COST,
         "cv_table": table,
         "chosen": {
@@ -181,8 +215,9 @@ def fit_abstain(searcher: Searcher, items: list[EvalItem], chosen: Sequence[str]
             "weights": [round(float(c), 2) for c in coef],
             "bias": round(bias, 2),
             "abstain_below": round(cut, 3),
-            "in_sample_in_scope_lost": int(np.sum((scores < cut) & (y == 1))),
-            "in_sample_out_of_scope_abstained": int(np.sum((scores < cut) & (y == 0))),
+            "rules": list(rules),
+            "in_sample_in_scope_lost": int(np.sum(abstain & (y == 1))),
+            "in_sample_out_of_scope_abstained": int(np.sum(abstain & (y == 0))),
         },
     }
 
@@ -202,7 +237,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.what == "fusion":
         report = fit_fusion(Searcher(loaded), items)
     else:
-        report = fit_abstain(Searcher(loaded), items, ABSTAIN_FEATURES)
+        searcher = Searcher(loaded)
+        cfg = searcher.config
+        rules = [
+            name
+            for name, on in (("foreign", cfg.abstain_foreign), ("unstated_quantity", cfg.abstain_unstated_quantity))
+            if on
+        ]
+        report = fit_abstain(searcher, items, ABSTAIN_FEATURES, rules)
     print(json.dumps(report, indent=2))
     return 0
 

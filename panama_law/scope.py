@@ -1,0 +1,224 @@
+"""What the indexed norms cannot answer, told from what they are rather than from how questions are worded.
+
+Two kinds of question look constitutional to every retrieval signal and still have no answer in the text:
+
+* **Another country's law.** "¿En Costa Rica a qué edad se vota?" shares every content word with the article on
+  Panamanian suffrage. The Constitution is Panama's; a question placed in a foreign jurisdiction (a country,
+  capital or US state from `gazetteer`, or "la ley colombiana") and never in Panama is about some other law. A
+  question about foreigners *in* Panama stays in scope: "soy colombiano, ¿puedo votar en Panamá?" names Panama,
+  "soy de Colombia" or "un gringo" speak of a person's origin, "nací en Miami" of a birth, "me extraditan a
+  Estados Unidos" or "el tratado con Estados Unidos" of an act of the Panamanian state.
+* **Statutory detail.** "¿Cuántos días de vacaciones me tocan?", "¿de cuánto es la multa?": the Constitution
+  says that workers have paid holidays and that the law sets fines, never how many days or how much money. A
+  question that asks for a quantity (an amount of money, a percentage, a number of some unit, an age, a
+  duration, a time of day) is answerable only if one of the articles to be shown states such a quantity
+  ("treinta días", "cinco años", "veinte por ciento"). `ArticleQuantities` reads what each article states, once,
+  from the text; nothing here lists the Constitution's numbers by hand.
+
+Both are flags for the abstain rule (`search.Signals`), which weighs them against the cost of refusing an
+answerable question.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from .gazetteer import DEMONYMS, MAX_PLACE_WORDS, PLACES
+from .text import fold, stem, words
+
+# --- another country's law -------------------------------------------------------------------------------------
+
+_PANAMA = frozenset(
+    """panama panameno panamena panamenos panamenas istmo istmeno istmena aqui aca nos nuestro nuestra nuestros
+    nuestras""".split()
+)
+# Before "en <place>": a birth there is a fact about a person, not the jurisdiction of the question.
+_BIRTH = frozenset("naci nacio nacido nacida nacidos nacidas nacer nace nacen naciera nacieron nacimos".split())
+# Before "de <place>": a person's origin ("soy de Colombia", "gente de Venezuela"), not the jurisdiction.
+_ORIGIN = frozenset(
+    """soy es eres somos son sea sean era vengo viene vienen venimos llegue llego llegaron oriundo oriunda
+    originario originaria nativo nativa ciudadano ciudadana ciudadanos ciudadanas nacional nacionales inmigrante
+    inmigrantes migrante migrantes extranjero extranjera extranjeros extranjeras refugiado refugiada refugiados
+    persona personas gente familia hijo hija hijos hijas esposo esposa novio novia pareja""".split()
+)
+# Acts of the Panamanian state towards another country: extradition, deportation, expulsion, treaties.
+_RELATION_PREFIXES = ("extradi", "deport", "expuls", "tratado", "convenio")
+# Nouns of a legal order or its institutions: "la ley colombiana", "el gobierno venezolano".
+_INSTITUTIONS = frozenset(
+    """ley leyes constitucion codigo codigos gobierno presidente presidenta congreso senado camara parlamento
+    policia corte cortes tribunal tribunales justicia estado legislacion sistema ejercito elecciones normas reglas
+    derecho""".split()
+)
+
+
+# Verbs whose subject, last in the question, is a legal order: "¿cuántos senadores tiene Estados Unidos?".
+_ORDER_VERBS = frozenset("tiene tienen permite permiten prohibe prohiben exige exigen obliga aplica".split())
+
+
+def _tokens(query: str) -> list[str]:
+    return [w.replace("ñ", "n") for w in words(query)]
+
+
+def _place_spans(tokens: Sequence[str]) -> Iterable[tuple[int, int]]:
+    """(start, end) of each place name in `tokens`, longest names first, without overlaps."""
+    covered = [False] * len(tokens)
+    for size in range(MAX_PLACE_WORDS, 0, -1):
+        for start in range(len(tokens) - size + 1):
+            if not any(covered[start : start + size]) and " ".join(tokens[start : start + size]) in PLACES:
+                covered[start : start + size] = [True] * size
+                yield start, start + size
+
+
+def _jurisdiction_cue(tokens: Sequence[str], start: int, end: int) -> bool:
+    """Whether the place at [start, end) is where the question is set: "en Costa Rica", "la ley de Colombia",
+    "Venezuela todavía tiene ...", "¿cuántos senadores tiene Estados Unidos?"; but not "nací en Miami", "soy de
+    Colombia" or "me mandan a Colombia"."""
+    if start == 0:
+        return True
+    prev = tokens[start - 1]
+    before = start - 1
+    if prev in ("el", "la", "los", "las") and start >= 2:
+        prev, before = tokens[start - 2], start - 2
+    if prev == "en":
+        return before == 0 or tokens[before - 1] not in _BIRTH
+    if prev in ("de", "del"):
+        return before > 0 and tokens[before - 1] not in _ORIGIN
+    return prev in _ORDER_VERBS and end == len(tokens)
+
+
+def foreign_jurisdiction(query: str) -> bool:
+    """Whether `query` is set in another country's legal order and nowhere says it is about Panama."""
+    tokens = _tokens(query)
+    if any(t in _PANAMA for t in tokens) or any(t.startswith(_RELATION_PREFIXES) for t in tokens):
+        return False
+    if any(_jurisdiction_cue(tokens, start, end) for start, end in _place_spans(tokens)):
+        return True
+    return any(t in DEMONYMS and i > 0 and tokens[i - 1] in _INSTITUTIONS for i, t in enumerate(tokens))
+
+
+# --- statutory detail ----------------------------------------------------------------------------------------------
+
+MONEY = "$"
+PERCENT = "%"
+CLOCK = "clock"
+"""Units that are not words of the text: an amount of money, a percentage, a time of day."""
+
+_TIME_UNITS = frozenset(stem(w) for w in ("años", "meses", "días", "semanas", "horas"))
+_YEAR = frozenset({stem("años")})
+_PEOPLE = frozenset(stem(w) for w in ("gente", "personas", "ciudadanos", "firmas", "votos", "electores"))
+
+_NUMBER_WORDS = (
+    "dos tres cuatro cinco seis siete ocho nueve diez once doce trece catorce quince dieciseis diecisiete dieciocho "
+    "diecinueve veinte veintiun veintiuno veintidos veintitres veinticuatro veinticinco veintiseis veintisiete "
+    "veintiocho veintinueve treinta cuarenta cincuenta sesenta setenta ochenta noventa cien ciento doscientos "
+    "trescientos cuatrocientos quinientos mil"
+).split()
+_NUMBER = r"(?:\d+(?:[.,]\d+)?|" + "|".join(_NUMBER_WORDS) + r")"
+# A stated quantity in folded text: a number ("treinta y cinco", "setenta y un", "35", "(35)") and its unit. An
+# item number ("1. Los ...") is followed by punctuation, not by a unit, so it does not count.
+_STATED = re.compile(
+    rf"\b{_NUMBER}(?:\s+y\s+(?:{_NUMBER}|un|una|uno))*(?:\s*\(\d+\))?\s+(?:(?P<percent>por\s+ciento|%)|(?P<unit>[a-zñ]+))"
+)
+_CLOCK_TIME = re.compile(rf"\ba\s+las\s+{_NUMBER}\b|\b{_NUMBER}\s+de\s+la\s+(?:manana|tarde|noche)\b")
+_MONEY_UNITS = frozenset(stem(w) for w in ("balboas", "dólares", "centésimos"))
+
+_MONEY_VERBS = frozenset(
+    "cuesta cuestan costar vale valen cobra cobran cobrar cobro pago pagan pagar paga gana ganan sale salen".split()
+)
+_MONEY_NOUNS = frozenset(
+    "multa multas precio precios tarifa tarifas costo costos monto recargo interes intereses itbms pasaje".split()
+)
+_PERCENT_NOUNS = frozenset("porcentaje tasa".split())
+_DURATION_WORDS = frozenset("tiempo dura duran durar demora demoran tarda tardan tardar plazo".split())
+_QUANTITY = frozenset("cuanto cuanta cuantos cuantas".split())
+# "¿Quién decide cuánto se cobra?" asks who decides, not how much: the quantity is inside an indirect question.
+_INDIRECT = frozenset("quien quienes decide deciden fija fijan establece establecen determina determinan".split())
+_SKIP = frozenset("de del la el los las se me le te nos les".split())
+
+
+def stated_units(text: str) -> frozenset[str]:
+    """The units that `text` states a quantity of (stems, or `MONEY`, `PERCENT`, `CLOCK`): "treinta días"."""
+    folded = fold(text).replace("ñ", "n")
+    out: set[str] = set()
+    for match in _STATED.finditer(folded):
+        unit = match.group("unit")
+        if unit is None:
+            out.add(PERCENT)
+        else:
+            st = stem(unit)
+            out.add(MONEY if st in _MONEY_UNITS else st)
+    if _CLOCK_TIME.search(folded):
+        out.add(CLOCK)
+    return frozenset(out)
+
+
+@dataclass(frozen=True, slots=True)
+class Asked:
+    """A quantity a question asks for: any of `units` answers it, stated in an article that also uses every
+    stem of `about` (the "vacaciones" of "cuántos días de vacaciones")."""
+
+    units: frozenset[str]
+    about: frozenset[str] = frozenset()
+
+
+def _how_much(token: str, after: Sequence[str], units: set[str], about: set[str]) -> None:
+    """What "cuánto/cuántos ..." asks for, from the words that follow it: "cuánto cuesta" money, "cuánto tiempo"
+    or "cuánto dura" a duration, "cuántos días de vacaciones" days (about vacaciones), "cuánta gente" people."""
+    if any(t in _MONEY_VERBS for t in after):
+        units.add(MONEY)
+    if any(t in _DURATION_WORDS for t in after):
+        units |= _TIME_UNITS
+    if token in ("cuantos", "cuantas") and after and after[0] not in ("veces", "tiempo"):
+        unit = stem(after[0])
+        units |= _PEOPLE | {PERCENT} if unit in _PEOPLE else {unit}
+        if len(after) >= 3 and after[1] == "de" and after[2] not in _SKIP:
+            about.add(stem(after[2]))
+    if token in ("cuanta", "cuantas") and after and after[0] in ("gente", "personas"):
+        units |= _PEOPLE | {PERCENT}
+
+
+def asked_quantity(query: str) -> Asked | None:
+    """The quantity a question asks for, None if it asks for none."""
+    tokens = words(query)
+    units: set[str] = set()
+    about: set[str] = set()
+    interrogative = some_amount = indirect = False
+    for i, token in enumerate(tokens):
+        after = tokens[i + 1 : i + 4]
+        before = tokens[max(i - 2, 0) : i]
+        indirect |= i > 0 and tokens[i - 1] in _INDIRECT
+        if token in _QUANTITY:
+            if indirect:
+                continue
+            interrogative = True
+            _how_much(token, after, units, about)
+            # "¿de cuánto es ...?": some amount, of a kind the rest of the question may name.
+            some_amount |= token == "cuanto" and before[-1:] == ["de"] and after[:1] in (["es"], ["son"])
+        elif token == "edad" and before[-1:] == ["que"]:
+            units |= _YEAR
+        elif token == "hora" and before == ["a", "que"]:
+            units.add(CLOCK)
+        elif (interrogative or before[-1:] == ["que"]) and not indirect:
+            if token in _MONEY_NOUNS:
+                units.add(MONEY)
+            elif token in _PERCENT_NOUNS:
+                units.add(PERCENT)
+    if some_amount and not units:  # "¿de cuánto es ...?" and nothing says of what: an amount of any kind
+        units |= _TIME_UNITS | {MONEY, PERCENT}
+    return Asked(frozenset(units), frozenset(about)) if units else None
+
+
+class ArticleQuantities:
+    """For each article (by position), the units its text states a quantity of and its stems; read once."""
+
+    def __init__(self, texts: Sequence[str]) -> None:
+        self._units = [stated_units(t) for t in texts]
+        self._stems = [frozenset(stem(w) for w in words(t)) for t in texts]
+
+    def unstated(self, asked: Asked | None, positions: Sequence[int]) -> bool:
+        """Whether a question asking for `asked` gets it from none of the articles at `positions`."""
+        if asked is None:
+            return False
+        return not any(asked.units & self._units[p] and asked.about <= self._stems[p] for p in positions)

@@ -1,0 +1,89 @@
+"""Out-of-scope questions the retrieval signals cannot see: another country's law, and statutory detail (amounts,
+days, percentages) that the Constitution leaves to the law. Questions written for these tests, not from any eval
+file."""
+
+from __future__ import annotations
+
+import pytest
+
+from panama_law.scope import CLOCK, MONEY, PERCENT, ArticleQuantities, asked_quantity, foreign_jurisdiction
+from panama_law.search import Searcher
+from panama_law.text import stem
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "en Colombia se puede votar a los dieciséis",
+        "la ley colombiana permite casarse a los catorce?",
+        "qué dice la constitución española sobre la monarquía",
+        "en Texas puedo andar armado sin permiso",
+        "el presidente de Venezuela se puede reelegir",
+        "México todavía tiene pena de muerte",
+        "la policía gringa puede entrar a mi casa sin orden",
+        "cuántos senadores tiene Estados Unidos",
+    ],
+)
+def test_a_question_set_in_another_country_is_foreign(question: str) -> None:
+    assert foreign_jurisdiction(question)
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "soy colombiano, puedo votar en Panamá",  # names Panama
+        "soy de Nicaragua y me detuvieron sin orden",  # a person's origin
+        "un venezolano puede trabajar de médico",  # a demonym naming a person
+        "nací en Miami de madre panameña, soy panameño",  # a birth abroad
+        "me quieren extraditar a Estados Unidos",  # an act of the Panamanian state
+        "qué dice el tratado de neutralidad con Estados Unidos",
+        "los gringos pueden comprar tierras cerca de la frontera",
+        "el país tiene a Estados Unidos como aliado",  # a country that is not the question's subject
+    ],
+)
+def test_a_question_about_foreigners_or_relations_in_panama_is_not_foreign(question: str) -> None:
+    assert not foreign_jurisdiction(question)
+
+
+def test_quantities_asked_name_their_unit_and_what_they_count() -> None:
+    holidays = asked_quantity("cuántos días de vacaciones le tocan a un trabajador")
+    assert holidays is not None and holidays.units == {stem("días")} and holidays.about == {stem("vacaciones")}
+    fine = asked_quantity("de cuánto es la multa por tirar basura")
+    assert fine is not None and fine.units == {MONEY}
+    share = asked_quantity("qué porcentaje del presupuesto va a la universidad")
+    assert share is not None and PERCENT in share.units
+    opening = asked_quantity("a qué hora abren las oficinas del registro")
+    assert opening is not None and opening.units == {CLOCK}
+    age = asked_quantity("a qué edad se puede votar")
+    assert age is not None and age.units == {stem("años")}
+    assert asked_quantity("quién decide cuánto se cobra de peaje en el canal") is None  # asks who, not how much
+    assert asked_quantity("puedo practicar cualquier religión") is None
+
+
+def test_an_article_answers_a_quantity_only_if_it_states_one_of_that_unit_about_that_thing() -> None:
+    texts = [
+        "El servidor público deberá resolver dentro del término de treinta días.",
+        "Todo trabajador tendrá derecho a vacaciones remuneradas.",
+        "1. Los tratados. 2. Las leyes.",  # item numbers are not quantities
+        "Se requiere el veinte por ciento de los electores y treinta y cinco (35) años cumplidos.",
+    ]
+    quantities = ArticleQuantities(texts)
+    days = asked_quantity("en cuántos días me tienen que contestar")
+    holidays = asked_quantity("cuántos días de vacaciones me tocan")
+    assert not quantities.unstated(days, [0]) and quantities.unstated(days, [1, 2])
+    assert quantities.unstated(holidays, [0, 1])  # days in one article, holidays in the other: not stated
+    assert not quantities.unstated(asked_quantity("cuántos años hay que tener"), [3])
+    assert not quantities.unstated(asked_quantity("qué porcentaje de firmas se necesita"), [3])
+    assert quantities.unstated(asked_quantity("cuánto cuesta el trámite"), [0, 1, 2, 3])
+    assert not quantities.unstated(None, [1])
+
+
+def test_the_search_abstains_on_foreign_law_and_statutory_detail_but_answers_foreigners_in_panama(
+    searcher: Searcher,
+) -> None:
+    assert searcher.search("en Costa Rica la policía puede entrar a una casa sin orden de un juez") == []
+    assert searcher.search("de cuánto es la multa por manejar borracho") == []
+    assert searcher.search("cuántos días de vacaciones pagadas le tocan a un trabajador al año") == []
+    assert 9 in [h.article.number for h in searcher.search("soy colombiano y mi hijo nació en Panamá, es panameño?")]
+    assert 177 in [h.article.number for h in searcher.search("cuántos años dura el periodo del presidente")]
+    assert 179 in [h.article.number for h in searcher.search("a qué edad se puede llegar a ser presidente")]
