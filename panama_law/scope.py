@@ -105,7 +105,7 @@ PERCENT = "%"
 CLOCK = "clock"
 """Units that are not words of the text: an amount of money, a percentage, a time of day."""
 
-_TIME_UNITS = frozenset(stem(w) for w in ("años", "meses", "días", "semanas", "horas"))
+_TIME_UNITS = frozenset(stem(w) for w in ("años", "meses", "semanas", "días", "horas", "minutos"))
 _YEAR = frozenset({stem("años")})
 _PEOPLE = frozenset(stem(w) for w in ("gente", "personas", "ciudadanos", "firmas", "votos", "electores"))
 

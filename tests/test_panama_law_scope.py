@@ -76,6 +76,8 @@ def test_an_article_answers_a_quantity_only_if_it_states_one_of_that_unit_about_
     assert not quantities.unstated(asked_quantity("qué porcentaje de firmas se necesita"), [3])
     assert quantities.unstated(asked_quantity("cuánto cuesta el trámite"), [0, 1, 2, 3])
     assert not quantities.unstated(None, [1])
+    loan = ArticleQuantities(["Cada préstamo dura como máximo cuarenta y cinco minutos."])
+    assert not loan.unstated(asked_quantity("cuánto tiempo me puedo quedar con la bici"), [0])
 
 
 def test_the_search_abstains_on_foreign_law_and_statutory_detail_but_answers_foreigners_in_panama(
