@@ -2,6 +2,11 @@
 
 Nothing is downloaded at run time: the package carries its SentencePiece model and weights. The encoder is loaded
 once per process and shared by the index builder and the searcher.
+
+BLAS runs on one thread here (threadpoolctl, the package's "fast" extra). A query is a few small matrix products,
+and OpenBLAS's extra threads busy-wait between them: on two cores shared with the MCP client, the worker or other
+load, a second BLAS thread more than doubled a search's CPU time and put its p99 in the hundreds of milliseconds.
+Without threadpoolctl the encoder's `threads` setting is silently ignored, which is why it is a dependency.
 """
 
 from __future__ import annotations
@@ -9,13 +14,16 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from typing import Any
 
 import numpy as np
+from threadpoolctl import ThreadpoolController
 
 DIM = 512
 _lock = threading.Lock()
 _model: Any = None
+_blas: Any = None
 
 
 def _get() -> Any:
@@ -32,6 +40,15 @@ log = logging.getLogger("panama_law.embedding")
 
 PROGRESS_MIN_TEXTS = 500
 """Below this many texts an encode is quick; above it (an index build) progress is logged every tenth."""
+
+
+def one_blas_thread() -> AbstractContextManager[Any]:
+    """Limit BLAS to one thread for the block (the searcher's matrix products as well as the encoder's)."""
+    global _blas
+    if _blas is None:
+        _blas = ThreadpoolController()  # finds the loaded BLAS once; entering its limit costs tens of microseconds
+    limit: AbstractContextManager[Any] = _blas.limit(limits=1, user_api="blas")
+    return limit
 
 
 def encode(texts: Sequence[str], batch_size: int = 64) -> np.ndarray:

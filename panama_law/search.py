@@ -188,15 +188,16 @@ class Searcher:
         qterms, extra, own, added = self._query_terms(query)
         lex_p = self.passage_bm25.scores(qterms)
         lex_a = self.article_bm25.scores(qterms)
-        if cfg.dense_mix > 0 and extra:
-            # One batch of two: the words as said, and the words plus the lexicon's formal terms.
-            raw, expanded = embedding.encode([query, f"{query} {extra}"])
-            qvec = raw + cfg.dense_mix * expanded
-            qvec /= float(np.linalg.norm(qvec)) or 1.0
-        else:
-            qvec = embedding.encode_one(query)
-        dense_p = self.index.passage_vectors @ qvec
-        dense_a = self.index.article_vectors @ qvec
+        with embedding.one_blas_thread():
+            if cfg.dense_mix > 0 and extra:
+                # One batch of two: the words as said, and the words plus the lexicon's formal terms.
+                raw, expanded = embedding.encode([query, f"{query} {extra}"])
+                qvec = raw + cfg.dense_mix * expanded
+                qvec /= float(np.linalg.norm(qvec)) or 1.0
+            else:
+                qvec = embedding.encode_one(query)
+            dense_p = self.index.passage_vectors @ qvec
+            dense_a = self.index.article_vectors @ qvec
 
         n = len(self.articles)
         lex_p_art = np.zeros(n, dtype=np.float32)
