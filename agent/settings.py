@@ -8,6 +8,7 @@ which keeps them out of logs and reprs.
 from __future__ import annotations
 
 import ipaddress
+import os
 from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Literal, Self
@@ -50,6 +51,11 @@ class SettingsError(RuntimeError):
     """A configuration problem, already phrased as the one line to show the operator."""
 
 
+def _default_max_jobs() -> int:
+    """Twice the host's cores: the capacity `bench/load.py` measured (README, Deploy, "Capacity")."""
+    return 2 * (os.cpu_count() or 1)
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_file=".env", env_file_encoding="utf-8", extra="ignore", case_sensitive=False)
 
@@ -83,7 +89,10 @@ class Settings(BaseSettings):
     max_output_tokens: int = Field(default=600, ge=50, le=4096, alias="LEXVOZ_MAX_OUTPUT_TOKENS")
 
     # Worker process (the figures behind these defaults: README, Deploy, "Capacity")
-    max_jobs: int = Field(default=10, ge=1, le=1000, alias="LEXVOZ_MAX_JOBS")
+    # Conversations one worker runs at once. Unset: twice the host's cores, from `bench/load.py`: a talking
+    # conversation costs the worker about a fifth of a core, and livekit-server and the search server often
+    # share the host (a 2-core host carried 3 people within the time-to-be-heard goal and saturated at 5).
+    max_jobs: int = Field(default_factory=lambda: _default_max_jobs(), ge=1, le=1000, alias="LEXVOZ_MAX_JOBS")
     # "process": one process per job (livekit-agents' default); "thread": jobs share the worker's process (one
     # thread and event loop each), far less memory, but a native-library panic in one room's connection ends
     # every conversation of that process (seen under CPU starvation and in the two-node tests), so opt-in only.
@@ -150,6 +159,11 @@ class Settings(BaseSettings):
     def _empty_is_unset(cls, v: object) -> object:
         """`KEY=` in a .env file means "not set", not "set to nothing"."""
         return None if isinstance(v, str) and not v.strip() else v
+
+    @field_validator("max_jobs", mode="before")
+    @classmethod
+    def _jobs_unset(cls, v: object) -> object:
+        return _default_max_jobs() if isinstance(v, str) and not v.strip() else v
 
     @field_validator("mcp_insecure_hosts", mode="before")
     @classmethod

@@ -141,3 +141,12 @@ def test_allowed_origins_must_be_origins(monkeypatch: pytest.MonkeyPatch, value:
     monkeypatch.setenv("LEXVOZ_ALLOWED_ORIGINS", value)
     with pytest.raises(SettingsError, match="LEXVOZ_ALLOWED_ORIGINS"):
         get_settings()
+
+
+def test_the_job_limit_follows_the_hosts_cores_unless_set(monkeypatch: pytest.MonkeyPatch) -> None:
+    # bench/load.py: a talking conversation costs the worker about a fifth of a core, with livekit-server and the
+    # search server often on the same host; a fixed default either idles a big host or starves a small one.
+    monkeypatch.setattr("agent.settings.os.cpu_count", lambda: 8)
+    assert Settings().max_jobs == 16
+    assert Settings(LEXVOZ_MAX_JOBS="").max_jobs == 16
+    assert Settings(LEXVOZ_MAX_JOBS="3").max_jobs == 3
