@@ -121,7 +121,8 @@ def build_mcp_server(state: ServerState, fingerprint: Callable[[str], str] | Non
             if delay_s:
                 await anyio.sleep(delay_s)
             # On the event loop on purpose: a search is a few milliseconds of numpy work, and handing it to a
-            # thread measured far worse (GIL hand-offs put p90 over 200 ms on two cores).
+            # thread measured far worse (p90 over 200 ms on two cores; measured while BLAS still ran two busy-waiting
+            # threads, see `embedding`, which may account for much of it: worth measuring again).
             hits = searcher.search(query)
         except anyio.get_cancelled_exc_class():
             # The client gave up (notifications/cancelled); no query text here, only that it happened.
