@@ -28,20 +28,12 @@ from agent.ops.ledger import (
 from agent.ops.ledger.cli import ledger_main
 from agent.ops.ledger.reader import read_room
 from agent.ops.ledger.render import escape_untrusted
-
-QUERY = "Mi cédula es 8-123-4567, ¿qué dice el artículo 72 de la Constitución?"
-EXCERPT = "Artículo 72. Se protege la maternidad de la mujer trabajadora…"
+from tests.ledger_helpers import EXCERPT, QUERY, entry
 
 
 def _entry(room: str = "sala-1", turn: int = 1, **kw: object) -> LedgerEntry:
+    """The shared entry with two sources (one with a link) and no server details, as these tests expect."""
     base: dict[str, object] = {
-        "room": room,
-        "session_id": "sess-1",
-        "turn": turn,
-        "call_id": f"call-{turn}",
-        "tool": "search_panama_law",
-        "query": QUERY,
-        "outcome": "completed",
         "duration_ms": 123.4,
         "sources": (
             LedgerSource(
@@ -49,10 +41,13 @@ def _entry(room: str = "sala-1", turn: int = 1, **kw: object) -> LedgerEntry:
             ),
             LedgerSource("Código de Trabajo, art. 105", None, "Artículo 105. …"),
         ),
+        "server_name": None,
+        "server_version": None,
+        "index_version": None,
         "ts": datetime(2025, 1, 2, 3, 4, 5, 678000, tzinfo=UTC),
     }
     base.update(kw)
-    return LedgerEntry(**base)  # type: ignore[arg-type]
+    return entry(room, turn, **base)
 
 
 def _raw_bytes(root: Path) -> bytes:
