@@ -130,30 +130,21 @@ def _purge(args: argparse.Namespace, location: str | Path) -> None:
             raise _Usage("no retention: set LEXVOZ_LEDGER_RETENTION_DAYS or pass --older-than-days N")
     if days < 1:
         raise _Usage("--older-than-days must be at least 1")
-    store = LedgerStore.open(location)
-    try:
+    with LedgerStore.open(location) as store:
         done = purge_older_than(store, days)
-    finally:
-        store.close()
     print(f"ledger: purged {done.calls_removed} tool call(s) and {done.sources_removed} source(s) before {done.cutoff}")
 
 
 def _forget(args: argparse.Namespace, location: str | Path) -> None:
-    store = LedgerStore.open(location)
-    try:
+    with LedgerStore.open(location) as store:
         done = forget_room(store, args.room)
-    finally:
-        store.close()
     room = escape_untrusted(args.room)
     print(f"ledger: forgot room {room}: {done.calls_removed} tool call(s), {done.sources_removed} source(s)")
 
 
 def _migrate(location: str | Path) -> None:
-    store = LedgerStore.open(location, readonly=False)
-    try:
+    with LedgerStore.open(location, readonly=False) as store:
         print(f"ledger: schema version {store.version()} at {escape_untrusted(describe_location(location))}")
-    finally:
-        store.close()
 
 
 def ledger_main(argv: list[str]) -> int:

@@ -72,24 +72,18 @@ def _calls(conn: Connection, query: Select[Any]) -> list[dict[str, Any]]:
 
 def read_room(location: str | Path, room: str) -> list[dict[str, Any]]:
     """Every tool call of `room` in the order it was recorded, each with its sources."""
-    store = LedgerStore.open(location, readonly=True)
-    if store.empty:
-        store.close()
-        return []
-    try:
+    with LedgerStore.open(location, readonly=True) as store:
+        if store.empty:
+            return []
         with store.engine.connect() as conn:
             return _calls(conn, select(*_CALL_COLUMNS).where(tool_calls.c.room == room).order_by(tool_calls.c.id))
-    finally:
-        store.close()
 
 
 def room_erasures(location: str | Path, room: str) -> list[dict[str, Any]]:
     """The `forget` events for `room`: why a room may show no calls."""
-    store = LedgerStore.open(location, readonly=True)
-    if store.empty:
-        store.close()
-        return []
-    try:
+    with LedgerStore.open(location, readonly=True) as store:
+        if store.empty:
+            return []
         with store.engine.connect() as conn:
             query = (
                 select(ledger_events.c.ts, ledger_events.c.kind, ledger_events.c.calls_removed)
@@ -97,15 +91,12 @@ def room_erasures(location: str | Path, room: str) -> list[dict[str, Any]]:
                 .order_by(ledger_events.c.id)
             )
             return [dict(r) for r in conn.execute(query).mappings()]
-    finally:
-        store.close()
 
 
 def read_range(location: str | Path, since: datetime, until: datetime) -> Iterator[dict[str, Any]]:
     """Every tool call with `since <= ts < until`, oldest first, read in pages so memory stays flat."""
-    store = LedgerStore.open(location, readonly=True)
     low, high = format_ts(since), format_ts(until)
-    try:
+    with LedgerStore.open(location, readonly=True) as store:
         if store.empty:
             return
         after: tuple[str, int] | None = None
@@ -124,5 +115,3 @@ def read_range(location: str | Path, since: datetime, until: datetime) -> Iterat
             yield from page
             if len(page) < _PAGE:
                 return
-    finally:
-        store.close()

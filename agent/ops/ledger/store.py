@@ -263,18 +263,21 @@ class LedgerStore:
     def close(self) -> None:
         self.engine.dispose()
 
+    def __enter__(self) -> LedgerStore:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
 
 def probe_writable(location: str | Path) -> None:
     """Raise unless a worker could write here: the store opens, migrates, and grants a write transaction."""
-    store = LedgerStore.open(location)
-    try:
-        with store.engine.begin() as conn:  # SQLite: BEGIN IMMEDIATE takes the write lock or fails
-            if not store.is_sqlite:
-                allowed: bool = conn.exec_driver_sql(
-                    "SELECT has_table_privilege('tool_calls', 'INSERT') AND has_table_privilege('sources', 'INSERT')"
-                ).scalar_one()
-                if not allowed:
-                    raise PermissionError("the ledger's role may not insert into tool_calls and sources")
-            conn.rollback()
-    finally:
-        store.close()
+    with LedgerStore.open(location) as store, store.engine.begin() as conn:
+        # SQLite: BEGIN IMMEDIATE takes the write lock or fails
+        if not store.is_sqlite:
+            allowed: bool = conn.exec_driver_sql(
+                "SELECT has_table_privilege('tool_calls', 'INSERT') AND has_table_privilege('sources', 'INSERT')"
+            ).scalar_one()
+            if not allowed:
+                raise PermissionError("the ledger's role may not insert into tool_calls and sources")
+        conn.rollback()
