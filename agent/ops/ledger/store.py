@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sqlite3
 import stat
 from collections.abc import Sequence
 from pathlib import Path
@@ -23,6 +24,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.pool import NullPool
+from tenacity import retry, retry_if_exception, stop_after_delay, wait_random
 
 from agent.ops.ledger.entry import LedgerEntry, excerpt_sha256, format_ts, stored_excerpt, stored_query
 from agent.ops.ledger.schema import SCHEMA_VERSION, LedgerSchemaError, current_version, migrate_connection
@@ -41,6 +43,7 @@ __all__ = [
 OWNER_ONLY_DIR = 0o700
 OWNER_ONLY_FILE = 0o600
 PG_CONNECT_TIMEOUT_S = 5
+SQLITE_BUSY_TIMEOUT_S = 5.0  # how long a writer waits for another connection's lock on a SQLite ledger
 PG_SCHEMES = ("postgresql", "postgres", "postgresql+psycopg")
 
 
@@ -101,6 +104,26 @@ def secure_ledger_files(path: Path) -> None:
                 companion.chmod(OWNER_ONLY_FILE)
 
 
+def _wal_switch_busy(exc: BaseException) -> bool:
+    return isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc)
+
+
+@retry(
+    retry=retry_if_exception(_wal_switch_busy),
+    stop=stop_after_delay(SQLITE_BUSY_TIMEOUT_S),
+    wait=wait_random(0.01, 0.05),
+    reraise=True,
+)
+def _enable_wal(dbapi_conn: Any) -> None:
+    """Put the file in WAL mode (it stays so: later connections find it already set).
+
+    SQLite answers the switch with "database is locked" at once, without waiting out the busy timeout, while
+    another connection holds a lock: two workers opening a new ledger together failed this way about half the
+    time. So the switch itself is retried for as long as the busy timeout would have waited.
+    """
+    dbapi_conn.execute("PRAGMA journal_mode=WAL")
+
+
 def _sqlite_engine(url: URL, *, readonly: bool) -> Engine:
     path = Path(str(url.database))
     if readonly:
@@ -109,13 +132,13 @@ def _sqlite_engine(url: URL, *, readonly: bool) -> Engine:
         engine = create_engine(f"sqlite+pysqlite:///file:{path.resolve()}?mode=ro&uri=true", poolclass=NullPool)
     else:
         secure_ledger_files(path)
-        engine = create_engine(url, poolclass=NullPool, connect_args={"timeout": 5.0})
+        engine = create_engine(url, poolclass=NullPool, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_S})
 
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_conn: Any, _record: Any) -> None:
         dbapi_conn.isolation_level = None  # SQLAlchemy's BEGIN below, not the driver's implicit one
         if not readonly:
-            dbapi_conn.execute("PRAGMA journal_mode=WAL")
+            _enable_wal(dbapi_conn)
             dbapi_conn.execute("PRAGMA synchronous=FULL")
             dbapi_conn.execute("PRAGMA secure_delete=ON")  # erased rows are overwritten, not left in free pages
         dbapi_conn.execute("PRAGMA foreign_keys=ON")
