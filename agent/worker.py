@@ -101,18 +101,22 @@ def prewarm(proc: JobProcess) -> None:
     install_log_redaction()
 
 
-def job_load(server: AgentServer) -> float:
-    """Load as the share of job slots in use.
-
-    The default reports the whole machine's CPU, so on a small host that also runs livekit-server and the
-    search server, LiveKit refuses to dispatch at 70% CPU and the room never gets its agent. A realtime
-    conversation costs this process little (the model runs remotely), so capacity is counted in jobs.
-    """
+def running_jobs(server: AgentServer) -> int:
+    """Conversations this worker is running now."""
     try:
-        running = len(server.active_jobs)
+        return len(server.active_jobs)
     except AttributeError:  # asked before the process pool exists
-        running = 0
-    return min(1.0, running / settings.max_jobs)
+        return 0
+
+
+def job_load(server: AgentServer) -> float:
+    """Load as the share of job slots in use: what LiveKit compares when it picks a worker for a room.
+
+    The default reports the whole machine's CPU, which on a small host that also runs livekit-server and the
+    search server says little about this worker. A realtime conversation costs this process a bounded share
+    (the model runs remotely), and the job limit is what admission counts, so load is counted in jobs too.
+    """
+    return min(1.0, running_jobs(server) / settings.max_jobs)
 
 
 class JobAdmission:
@@ -251,14 +255,7 @@ async def run_job(
     )
 
 
-def _running_jobs() -> int:
-    try:
-        return len(server.active_jobs)
-    except AttributeError:  # asked before the process pool exists
-        return 0
-
-
-admission = JobAdmission(settings.max_jobs, _running_jobs)
+admission = JobAdmission(settings.max_jobs, lambda: running_jobs(server))
 
 
 @server.rtc_session(agent_name=settings.agent_name, on_request=admission)
