@@ -92,7 +92,7 @@ class Settings(BaseSettings):
     # Conversations one worker runs at once. Unset: twice the host's cores, from `bench/load.py`: a talking
     # conversation costs the worker about a fifth of a core, and livekit-server and the search server often
     # share the host (a 2-core host carried 3 people within the time-to-be-heard goal and saturated at 5).
-    max_jobs: int = Field(default_factory=lambda: _default_max_jobs(), ge=1, le=1000, alias="LEXVOZ_MAX_JOBS")
+    max_jobs: int = Field(default_factory=_default_max_jobs, ge=1, le=1000, alias="LEXVOZ_MAX_JOBS")
     # "process": one process per job (livekit-agents' default); "thread": jobs share the worker's process (one
     # thread and event loop each), far less memory, but a native-library panic in one room's connection ends
     # every conversation of that process (seen under CPU starvation and in the two-node tests), so opt-in only.
