@@ -30,6 +30,7 @@ from typing import Any
 
 import httpx
 import httpx2
+import psutil
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
@@ -114,12 +115,12 @@ def _in_process(scaled: Path, alone: Path, questions: list[str], n: int) -> dict
 
 
 def _cpu_s(pid: int) -> float | None:
-    """User + system CPU seconds of a live process (Linux); None elsewhere."""
+    """User + system CPU seconds of a live process (psutil, as `procstats` uses); None once it is gone."""
     try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
+        times = psutil.Process(pid).cpu_times()
+    except psutil.Error:
         return None
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return float(times.user + times.system)
 
 
 def _peak_rss_mb(pid: int) -> float | None:
