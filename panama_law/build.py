@@ -10,7 +10,7 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import corpus, index, store
+from . import corpus, glosses, index, store
 from .norms import NormInfo
 from .search import Searcher
 from .settings import ServerSettings
@@ -24,7 +24,7 @@ def build_from_bytes(data: bytes, data_dir: Path, expected_sha256: str | None) -
     corpus.verify_checksum(data, expected_sha256)
     articles = corpus.parse(data)
     info = NormInfo(corpus.DOCUMENT_NAME, "constitution", source_sha256=corpus.sha256_hex(data))
-    return store.put_norms(data_dir, [ParsedNorm(info, articles)])
+    return store.put_norms(data_dir, [ParsedNorm(info, articles, glosses.constitution(articles))])
 
 
 def import_norms(path: Path, data_dir: Path, options: ImportOptions | None = None) -> list[NormInfo]:
@@ -67,7 +67,7 @@ def import_folder(folder: Path, data_dir: Path) -> list[FolderOutcome]:
         try:
             parsed = read_norms(path, ImportOptions(expected_sha256=None))
             names = tuple(p.info.name for p in parsed)
-            if all(store.is_current(data_dir, p.info) for p in parsed):
+            if all(store.is_current(data_dir, p.info, p.glosses) for p in parsed):
                 outcomes.append(FolderOutcome(path.name, names, unchanged=True))
                 continue
             store.put_norms(data_dir, parsed)
@@ -95,8 +95,16 @@ def ensure_index(settings: ServerSettings) -> None:
         else:
             log.info("no index yet; downloading the pinned source")
             download_and_build(settings.source_url, settings.data_dir, settings.source_sha256)
+    refresh_constitution_glosses(settings.data_dir)
     if settings.norms_dir is not None:
         log_outcomes(import_folder(settings.norms_dir, settings.data_dir))
+
+
+def refresh_constitution_glosses(data_dir: Path) -> None:
+    """An index built before the packaged glosses shipped (or changed) gets them, without re-embedding articles."""
+    loaded = [a for a in index.load(data_dir).articles if a.norm == corpus.DOCUMENT_NAME]
+    if loaded:
+        store.refresh_glosses(data_dir, corpus.DOCUMENT_NAME, glosses.constitution(loaded))
 
 
 def load_searcher(settings: ServerSettings) -> Searcher:

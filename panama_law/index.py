@@ -12,7 +12,7 @@ import contextlib
 import json
 import logging
 import sqlite3
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -38,6 +38,13 @@ CREATE TABLE passages (id INTEGER PRIMARY KEY, article INTEGER NOT NULL REFERENC
 CREATE TABLE vectors (norm INTEGER NOT NULL REFERENCES norms(id) ON DELETE CASCADE, name TEXT NOT NULL,
                       rows INTEGER NOT NULL, dim INTEGER NOT NULL, data BLOB NOT NULL, PRIMARY KEY (norm, name));
 """
+# Added to format 2 without a version change: an index written before glosses existed simply has none, and the
+# next write adds the table.
+GLOSS_SCHEMA = """
+CREATE TABLE IF NOT EXISTS glosses (id INTEGER PRIMARY KEY,
+                                    article INTEGER NOT NULL REFERENCES articles(id) ON DELETE CASCADE,
+                                    text TEXT NOT NULL);
+"""
 
 
 class IndexLoadError(RuntimeError):
@@ -54,6 +61,14 @@ class Passage:
 
 
 @dataclass(frozen=True, slots=True)
+class Gloss:
+    """A caller's wording of what an article settles (`glosses`); `article` is the article's position."""
+
+    article: int
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
 class LoadedIndex:
     articles: list[Article]
     passages: list[Passage]
@@ -61,6 +76,8 @@ class LoadedIndex:
     article_vectors: np.ndarray
     norms: list[NormInfo]
     built_at: float
+    glosses: list[Gloss] = field(default_factory=list)
+    gloss_vectors: np.ndarray = field(default_factory=lambda: np.zeros((0, embedding.DIM), np.float32))
 
     @property
     def source_sha256(self) -> str | None:
@@ -96,6 +113,40 @@ def embed_articles(articles: list[Article], spans: list[Passage]) -> tuple[np.nd
     return passage_vecs, article_vecs
 
 
+def embed_glosses(texts: list[str]) -> np.ndarray:
+    return embedding.encode(texts)
+
+
+def norm_glosses(data_dir: Path, name: str) -> dict[int, tuple[str, ...]]:
+    """One norm's glosses as stored, by article position within the norm; empty if it has none or is absent."""
+    path = index_path(data_dir)
+    if not path.is_file():
+        return {}
+    out: dict[int, list[str]] = {}
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as db:
+            if not db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'glosses'").fetchone():
+                return {}
+            positions = {
+                art_id: pos
+                for pos, (art_id,) in enumerate(
+                    db.execute(
+                        "SELECT a.id FROM articles a JOIN norms n ON n.id = a.norm WHERE n.name = ? ORDER BY a.id",
+                        (name,),
+                    )
+                )
+            }
+            for art_id, text in db.execute(
+                "SELECT g.article, g.text FROM glosses g JOIN articles a ON a.id = g.article "
+                "JOIN norms n ON n.id = a.norm WHERE n.name = ? ORDER BY g.id",
+                (name,),
+            ):
+                out.setdefault(positions[art_id], []).append(text)
+    except sqlite3.Error as exc:
+        raise IndexLoadError(f"index at {path} is unreadable: {exc}") from exc
+    return {pos: tuple(texts) for pos, texts in out.items()}
+
+
 def schema_version(db: sqlite3.Connection) -> str | None:
     try:
         row = db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
@@ -114,6 +165,9 @@ def _load_v2(db: sqlite3.Connection, meta: dict[str, str]) -> LoadedIndex:
     spans: list[Passage] = []
     pvecs: list[np.ndarray] = []
     avecs: list[np.ndarray] = []
+    glosses: list[Gloss] = []
+    gvecs: list[np.ndarray] = []
+    has_glosses = db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'glosses'").fetchone()
     rows = db.execute("SELECT id, name, kind, date, gaceta, url, source_sha256 FROM norms ORDER BY id").fetchall()
     for norm_id, name, kind, date, gaceta, url, sha in rows:
         first = len(articles)
@@ -135,6 +189,16 @@ def _load_v2(db: sqlite3.Connection, meta: dict[str, str]) -> LoadedIndex:
         }
         pvecs.append(vecs["passages"])
         avecs.append(vecs["articles"])
+        if has_glosses and "glosses" in vecs:
+            glosses += [
+                Gloss(article_pos[art_id], text)
+                for art_id, text in db.execute(
+                    "SELECT g.article, g.text FROM glosses g JOIN articles a ON a.id = g.article "
+                    "WHERE a.norm = ? ORDER BY g.id",
+                    (norm_id,),
+                )
+            ]
+            gvecs.append(vecs["glosses"])
         count = len(articles) - first
         norms.append(NormInfo(name, kind, date, gaceta, url, sha, article_count=count))
     dim = embedding.DIM
@@ -145,6 +209,8 @@ def _load_v2(db: sqlite3.Connection, meta: dict[str, str]) -> LoadedIndex:
         article_vectors=np.vstack(avecs) if avecs else np.zeros((0, dim), np.float32),
         norms=norms,
         built_at=float(meta.get("built_at", "0")),
+        glosses=glosses,
+        gloss_vectors=np.vstack(gvecs) if gvecs else np.zeros((0, dim), np.float32),
     )
 
 

@@ -5,7 +5,8 @@ Spoken, colloquial questions rarely share words with the constitutional text. Th
 1. Lexical query: folded, stemmed, sound-alike-folded terms with conversational filler removed (text.STOPWORDS),
    plus the lexicon's formal terms (lexicon.expand) at a lower weight.
 2. Four rankings over the articles of every indexed norm: BM25 over passages (each article keeps its best
-   passage), BM25 over whole articles with the Título/Capítulo names as an extra field (repeated
+   passage; an article's callers' glosses, `glosses`, count as more of its passages, discounted, but are never
+   excerpts), BM25 over whole articles with the Título/Capítulo names as an extra field (repeated
    `heading_weight` times), and cosine over passage and article embeddings. The dense query vector is the
    question's own embedding plus `dense_mix` times the embedding of the question followed by its lexicon
    expansion (one batch of two), so the embedding also sees the formal vocabulary without losing what was said.
@@ -43,18 +44,27 @@ RANKINGS = ("lex_passage", "lex_article", "dense_passage", "dense_article")
 class SearchConfig:
     """Fusion weights and abstain thresholds.
 
-    Equal weights for the four rankings at rrf_k 5: `python -m panama_law.fit fusion` (a grid of rrf_k 3-60 and
-    weights 0-2, repeated 5-fold CV on the three development sets) chooses exactly this. `expansion_weight`,
-    `heading_weight` and `dense_mix` were picked on the visible eval set plus bench/eval/dev_extra.jsonl from a
-    plateau of near-equal settings (MRR@10 moves by about 0.02 across rrf_k 3-5, dense_mix 0.25-0.5,
-    heading_weight 1-3), not per question.
+    Equal weights for the four rankings: before the glosses, `python -m panama_law.fit fusion` (a grid of rrf_k
+    3-60 and weights 0-2, repeated 5-fold CV on the three development sets) chose exactly these at rrf_k 5. With
+    the glosses, `python -m panama_law.fit glosses` (the three development sets plus the test law's questions, on
+    an index holding both norms) chooses rrf_k 3 and a gloss discount of 0.2 on the embedding side, 1.0 (none)
+    on the BM25 side. On the Constitution alone `fit fusion` would now weigh the passage rankings up; that would
+    let a glossed norm crowd out an unglossed one, the trade the discount is there to hold, so it is not taken.
+    `expansion_weight`, `heading_weight` and `dense_mix` were picked on the visible eval set plus
+    bench/eval/dev_extra.jsonl from a plateau of near-equal settings (MRR@10 moves by about 0.02 across rrf_k 3-5,
+    dense_mix 0.25-0.5, heading_weight 1-3), not per question.
     """
 
-    rrf_k: float = 5.0
+    rrf_k: float = 3.0
     w_lex_passage: float = 1.0
     w_lex_article: float = 1.0
     w_dense_passage: float = 1.0
     w_dense_article: float = 1.0
+    # A gloss (`glosses`) is one more passage of its article in the two passage rankings. A caller's question is
+    # closer in style to a gloss than to any article text, so a gloss's cosine is lowered by `gloss_dense_offset`
+    # and its BM25 score multiplied by `gloss_lex_scale` before they compete with article text.
+    gloss_dense_offset: float = 0.2
+    gloss_lex_scale: float = 1.0
     expansion_weight: float = 0.8
     heading_weight: int = 2
     dense_mix: float = 0.4
@@ -111,6 +121,8 @@ class Signals:
 
     dense_max: float = 0.0
     lex_max: float = 0.0
+    # Closeness to the nearest gloss: a candidate abstain signal (`fit abstain`), not used by the shipped model.
+    gloss_max: float = 0.0
     coverage: float = 0.0
     expansion_terms: int = 0
     # `scope`: the question is set in another country; it asks for a quantity the top articles do not state.
@@ -160,7 +172,11 @@ class Searcher:
         # Term statistics per norm (see bm25): adding a law leaves the others' internal order as it was.
         norm_of = {n.name: i for i, n in enumerate(index.norms)}
         article_group = [norm_of.get(a.norm, 0) for a in self.articles]
-        self.passage_bm25 = BM25(self._passage_terms, groups=[article_group[p.article] for p in index.passages])
+        self._gloss_article = np.array([g.article for g in index.glosses], dtype=np.int32)
+        gloss_terms = [terms(g.text) for g in index.glosses]
+        gloss_groups = [article_group[g.article] for g in index.glosses]
+        passage_groups = [article_group[p.article] for p in index.passages]
+        self.passage_bm25 = BM25(self._passage_terms + gloss_terms, groups=passage_groups + gloss_groups)
         heading_terms = [self._heading_terms(a) for a in self.articles]
         self.article_bm25 = BM25(
             [terms(a.text) + h for a, h in zip(self.articles, heading_terms, strict=True)], groups=article_group
@@ -218,11 +234,17 @@ class Searcher:
             qvec = self.query_vector(query, extra)
             dense_p = self.index.passage_vectors @ qvec
             dense_a = self.index.article_vectors @ qvec
+            dense_g = self.index.gloss_vectors @ qvec
 
         n = len(self.articles)
+        n_p = len(self._passage_article)
         lex_p_art = np.zeros(n, dtype=np.float32)
-        np.maximum.at(lex_p_art, self._passage_article, lex_p)
         dense_p_art = np.full(n, -1.0, dtype=np.float32)
+        if self._gloss_article.size:
+            np.maximum.at(lex_p_art, self._gloss_article, cfg.gloss_lex_scale * lex_p[n_p:])
+            np.maximum.at(dense_p_art, self._gloss_article, dense_g - cfg.gloss_dense_offset)
+            lex_p = lex_p[:n_p]
+        np.maximum.at(lex_p_art, self._passage_article, lex_p)
         np.maximum.at(dense_p_art, self._passage_article, dense_p)
 
         fused = np.zeros(n, dtype=np.float64)
@@ -243,8 +265,9 @@ class Searcher:
         positive = np.flatnonzero(fused > 0)
         ranked = [int(i) for i in positive[np.argsort(-fused[positive], kind="stable")]]
         sig = Signals(
-            dense_max=float(dense_p_art.max()),
+            dense_max=float(dense_p.max()) if dense_p.size else -1.0,
             lex_max=float(lex_a.max()),
+            gloss_max=float(dense_g.max()) if dense_g.size else 0.0,
             coverage=self.article_bm25.best_group_coverage(own),
             expansion_terms=len(added),
             foreign=foreign_jurisdiction(query),

@@ -5,21 +5,24 @@ error. Metadata comes from, in order: the command-line flags, a sidecar `NAME.me
 ({"norm", "date", "gaceta", "url"}), the .jsonl lines themselves; a .txt/.pdf with no name anywhere is named
 after its file ("ley_6_de_2002.txt" → "Ley 6 de 2002").
 
-The .jsonl format, one article per line (`headings`, `date`, `gaceta` and `url` optional; the norm's metadata may
-sit on any of its lines but must not disagree):
+The .jsonl format, one article per line (`headings`, `date`, `gaceta`, `url` and `glosses` optional; the norm's
+metadata may sit on any of its lines but must not disagree):
 
     {"norm": "Ley 6 de 2002", "article": "12-A", "text": "...", "headings": ["Título I", "Capítulo 2"],
-     "date": "2002-01-22", "gaceta": "24476", "url": "https://www.gacetaoficial.gob.pa/..."}
+     "date": "2002-01-22", "gaceta": "24476", "url": "https://www.gacetaoficial.gob.pa/...",
+     "glosses": ["me botaron sin decirme por que", "..."]}
+
+`glosses` are callers' wordings of what the article settles, searched but never shown (`panama_law.glosses`).
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from . import corpus
+from . import corpus, glosses
 from .norms import (
     Article,
     NormError,
@@ -51,8 +54,11 @@ class ImportOptions:
 
 @dataclass(frozen=True, slots=True)
 class ParsedNorm:
+    """A norm ready to index; `glosses` maps an article's position in `articles` to its callers' glosses."""
+
     info: NormInfo
     articles: list[Article]
+    glosses: dict[int, tuple[str, ...]] = field(default_factory=dict)
 
 
 def is_norm_file(path: Path) -> bool:
@@ -124,7 +130,8 @@ def read_norms(path: Path, opts: ImportOptions | None = None) -> list[ParsedNorm
             raise NormError(f"a .json file is read as the Constitution, named {corpus.DOCUMENT_NAME!r}; not {named!r}")
         corpus.verify_checksum(data, opts.expected_sha256)
         info = _info(corpus.DOCUMENT_NAME, "constitution", sha, opts, sidecar)
-        return [ParsedNorm(info, corpus.parse(data))]
+        articles = corpus.parse(data)
+        return [ParsedNorm(info, articles, glosses.constitution(articles))]
     if suffix == ".jsonl":
         return _read_jsonl(data, path, opts, sha)
     name = check_name(opts.norm or sidecar.get("norm") or _name_from_file(path))
@@ -165,18 +172,19 @@ def _jsonl_record(line: str, where: str, opts: ImportOptions) -> tuple[str, Arti
 
 def _merge_meta(meta: dict[str, str], raw: dict[str, Any], where: str, name: str) -> None:
     """A norm's metadata may sit on any of its lines, but two lines must not disagree."""
-    for field in ("date", "gaceta", "url"):
-        value = raw.get(field)
+    for key in ("date", "gaceta", "url"):
+        value = raw.get(key)
         if value is None:
             continue
-        if not isinstance(value, str) or meta.setdefault(field, value) != value:
-            raise NormError(f"{where}: {field} {value!r} disagrees with an earlier line of {name!r}")
+        if not isinstance(value, str) or meta.setdefault(key, value) != value:
+            raise NormError(f"{where}: {key} {value!r} disagrees with an earlier line of {name!r}")
 
 
 def _read_jsonl(data: bytes, path: Path, opts: ImportOptions, sha: str) -> list[ParsedNorm]:
     order: list[str] = []
     articles: dict[str, list[Article]] = {}
     meta: dict[str, dict[str, str]] = {}
+    glossed: dict[str, dict[int, tuple[str, ...]]] = {}
     for line_no, line in enumerate(_decode(data, path).splitlines(), 1):
         if not line.strip():
             continue
@@ -187,13 +195,15 @@ def _read_jsonl(data: bytes, path: Path, opts: ImportOptions, sha: str) -> list[
             if clash:
                 raise NormError(f"{where}: norm name {name!r} collides with {clash!r} in the same file")
             order.append(name)
-            articles[name], meta[name] = [], {}
+            articles[name], meta[name], glossed[name] = [], {}, {}
         _merge_meta(meta[name], raw, where, name)
+        if raw.get("glosses") is not None:
+            glossed[name][len(articles[name])] = glosses.check(raw["glosses"], where)
         articles[name].append(article)
     if not order:
         raise NormError(f"no articles found in {path.name}")
     out: list[ParsedNorm] = []
     for name in order:
         info = replace(_info(name, "jsonl", sha, opts, meta[name]), name=name)
-        out.append(ParsedNorm(info, check_articles(name, articles[name])))
+        out.append(ParsedNorm(info, check_articles(name, articles[name]), glossed[name]))
     return out

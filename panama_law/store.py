@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import index
+from . import glosses, index
 from .corpus import DOCUMENT_NAME
 from .norms import Article, NormError, NormInfo, name_key
 from .passages import passages
@@ -51,6 +51,7 @@ def _rewrite(data_dir: Path) -> Iterator[sqlite3.Connection]:
                     raise index.IndexLoadError(f"index at {final} is unreadable ({exc}); move it away first") from exc
             if index.schema_version(db) is None:
                 db.executescript(index.SCHEMA)
+            db.executescript(index.GLOSS_SCHEMA)
             db.execute("PRAGMA foreign_keys = ON")
             if legacy is not None:
                 _insert_loaded(db, legacy)
@@ -71,6 +72,7 @@ def _write_norm(
     spans: list[index.Passage],
     passage_vecs: np.ndarray,
     article_vecs: np.ndarray,
+    glossed: dict[int, tuple[str, ...]] | None = None,
 ) -> None:
     cur = db.execute(
         "INSERT INTO norms (name, kind, date, gaceta, url, source_sha256, imported_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -88,10 +90,29 @@ def _write_norm(
         "INSERT INTO passages (article, start, end) VALUES (?, ?, ?)", [(ids[p.article], p.start, p.end) for p in spans]
     )
     for name, vecs in (("passages", passage_vecs), ("articles", article_vecs)):
-        db.execute(
-            "INSERT INTO vectors VALUES (?, ?, ?, ?, ?)",
-            (norm_id, name, vecs.shape[0], vecs.shape[1], np.ascontiguousarray(vecs, dtype=np.float32).tobytes()),
-        )
+        _put_vectors(db, int(norm_id or 0), name, vecs)
+    if glossed:
+        _write_glosses(db, int(norm_id or 0), ids, glossed)
+
+
+def _put_vectors(db: sqlite3.Connection, norm_id: int, name: str, vecs: np.ndarray) -> None:
+    db.execute(
+        "INSERT OR REPLACE INTO vectors VALUES (?, ?, ?, ?, ?)",
+        (norm_id, name, vecs.shape[0], vecs.shape[1], np.ascontiguousarray(vecs, dtype=np.float32).tobytes()),
+    )
+
+
+def _write_glosses(
+    db: sqlite3.Connection, norm_id: int, article_ids: list[int], glossed: dict[int, tuple[str, ...]]
+) -> None:
+    """A norm's glosses (by article position) and their vectors, replacing any it had."""
+    db.execute("DELETE FROM glosses WHERE article IN (SELECT id FROM articles WHERE norm = ?)", (norm_id,))
+    db.execute("DELETE FROM vectors WHERE norm = ? AND name = 'glosses'", (norm_id,))
+    rows = [(article_ids[pos], text) for pos in sorted(glossed) for text in glossed[pos]]
+    if not rows:
+        return
+    db.executemany("INSERT INTO glosses (article, text) VALUES (?, ?)", rows)
+    _put_vectors(db, norm_id, "glosses", index.embed_glosses([text for _, text in rows]))
 
 
 def _insert_loaded(db: sqlite3.Connection, loaded: index.LoadedIndex) -> None:
@@ -143,25 +164,40 @@ def put_norms(data_dir: Path, norms: list[ParsedNorm]) -> Path:
         vectors = [index.embed_articles(parsed.articles, spans) for parsed, spans in prepared]
         for (parsed, spans), (pvecs, avecs) in zip(prepared, vectors, strict=True):
             db.execute("DELETE FROM norms WHERE name = ?", (parsed.info.name,))
-            _write_norm(db, parsed.info, parsed.articles, spans, pvecs, avecs)
+            _write_norm(db, parsed.info, parsed.articles, spans, pvecs, avecs, parsed.glosses)
     for parsed, spans in prepared:
         log.info("norm indexed: %d articles, %d passages", len(parsed.articles), len(spans))
     log.info("index written in %.1f s", time.perf_counter() - started)
     return index.index_path(data_dir)
 
 
-def is_current(data_dir: Path, info: NormInfo) -> bool:
-    """Whether the index already holds this norm from the same bytes with the same metadata (nothing to do)."""
+def is_current(data_dir: Path, info: NormInfo, glossed: dict[int, tuple[str, ...]] | None = None) -> bool:
+    """Whether the index already holds this norm from the same bytes with the same metadata and glosses."""
     try:
         held = next((n for n in index.list_norms(data_dir) if n.name == info.name), None)
     except index.IndexLoadError:
         return False
-    return held is not None and (held.source_sha256, held.date, held.gaceta, held.url) == (
-        info.source_sha256,
-        info.date,
-        info.gaceta,
-        info.url,
+    return (
+        held is not None
+        and (held.source_sha256, held.date, held.gaceta, held.url)
+        == (info.source_sha256, info.date, info.gaceta, info.url)
+        and glosses.digest(index.norm_glosses(data_dir, info.name)) == glosses.digest(glossed or {})
     )
+
+
+def refresh_glosses(data_dir: Path, name: str, glossed: dict[int, tuple[str, ...]]) -> bool:
+    """Give an indexed norm these glosses if it holds others (an index built before they shipped or changed),
+    embedding only the glosses; False when it already had them or the norm is not indexed."""
+    if glosses.digest(index.norm_glosses(data_dir, name)) == glosses.digest(glossed):
+        return False
+    with _rewrite(data_dir) as db:
+        row = db.execute("SELECT id FROM norms WHERE name = ?", (name,)).fetchone()
+        if row is None:
+            return False
+        ids = [int(r[0]) for r in db.execute("SELECT id FROM articles WHERE norm = ? ORDER BY id", (row[0],))]
+        _write_glosses(db, int(row[0]), ids, {p: g for p, g in glossed.items() if p < len(ids)})
+    log.info("norm glosses refreshed: %d", sum(len(g) for g in glossed.values()))
+    return True
 
 
 def remove_norm(data_dir: Path, name: str) -> None:

@@ -120,9 +120,9 @@ def livekit_port(start: int = 17_890) -> int:
 
 
 def _index_cache_key() -> str:
-    """Source bytes plus the search package's code: a change to either means a fresh build."""
+    """Source bytes plus the search package's code and data (the glosses): a change to any means a fresh build."""
     digest = hashlib.sha256(constitution.require().read_bytes())
-    for path in sorted((REPO_ROOT / "panama_law").glob("*.py")):
+    for path in sorted([*(REPO_ROOT / "panama_law").glob("*.py"), *(REPO_ROOT / "panama_law" / "data").glob("*")]):
         digest.update(path.name.encode())
         digest.update(path.read_bytes())
     return digest.hexdigest()[:16]

@@ -1,0 +1,172 @@
+"""Callers' glosses: shipped for the Constitution, importable with a team's .jsonl, searched, never shown.
+
+A gloss only ever changes which articles rank where; what a source carries is the article's own text. An index
+written before glosses existed gets the Constitution's at the next start without re-embedding any article.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import shutil
+import sqlite3
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from panama_law import corpus, glosses, index, store
+from panama_law.build import ensure_index
+from panama_law.evaluate import evaluate, load_items
+from panama_law.norms import NormError
+from panama_law.search import Searcher
+from panama_law.settings import ServerSettings
+from panama_law.sources import ImportOptions, read_norms
+
+DEV_EXTRA = Path(__file__).resolve().parents[1] / "bench" / "eval" / "dev_extra.jsonl"
+
+
+def _packaged_rows() -> list[dict[str, object]]:
+    return [json.loads(line) for line in glosses.PACKAGED.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def test_the_packaged_glosses_cover_every_article_of_the_constitution_within_the_import_limits() -> None:
+    rows = _packaged_rows()
+    assert [r["article"] for r in rows] == list(range(1, 329))
+    for row in rows:
+        texts = row["glosses"]
+        assert isinstance(texts, list) and 2 <= len(texts) <= 4, row["article"]
+        glosses.check(texts, f"article {row['article']}")  # the same limits a team's file meets
+        assert all(t == t.lower() for t in texts), row["article"]
+
+
+def test_the_constitution_is_indexed_with_its_glosses_on_the_right_articles(built_dir: Path) -> None:
+    loaded = index.load(built_dir)
+    expected = {int(str(r["article"])): list(r["glosses"]) for r in _packaged_rows()}  # type: ignore[call-overload]
+    got: dict[int, list[str]] = {}
+    for gloss in loaded.glosses:
+        got.setdefault(loaded.articles[gloss.article].number, []).append(gloss.text)
+    assert got == expected
+    assert loaded.gloss_vectors.shape == (len(loaded.glosses), loaded.article_vectors.shape[1])
+    assert np.allclose(np.linalg.norm(loaded.gloss_vectors, axis=1), 1.0, atol=1e-4)
+
+
+def test_a_gloss_ranks_its_article_but_is_never_the_excerpt(searcher: Searcher) -> None:
+    """Asked in a gloss's own words, the search must still answer with the article's text, never the gloss."""
+    shown = 0
+    for gloss in searcher.index.glosses[::9]:
+        for hit in searcher.search(gloss.text):
+            shown += 1
+            excerpt = hit.excerpt.removeprefix("… ").removesuffix(" …").removesuffix("…")
+            assert excerpt in hit.article.text, gloss.text
+            assert gloss.text not in hit.excerpt
+    assert shown > 50
+
+
+def test_glosses_find_articles_that_callers_words_alone_miss(searcher: Searcher, built_dir: Path) -> None:
+    """The same index with its glosses taken out ranks the development questions worse: glosses are used."""
+    loaded = searcher.index
+    bare = dataclasses.replace(
+        loaded, glosses=[], gloss_vectors=np.zeros((0, loaded.article_vectors.shape[1]), np.float32)
+    )
+    items = load_items(DEV_EXTRA)
+    with_glosses = evaluate(searcher, items)
+    without = evaluate(Searcher(bare, searcher.config), items)
+    assert with_glosses["recall_at_3"] > without["recall_at_3"]
+    assert with_glosses["mrr_at_10"] > without["mrr_at_10"]
+
+
+def _drop_glosses(path: Path) -> None:
+    """What an index written before glosses existed looks like: no table, no gloss vectors."""
+    with contextlib.closing(sqlite3.connect(path)) as db:
+        db.execute("DROP TABLE glosses")
+        db.execute("DELETE FROM vectors WHERE name = 'glosses'")
+        db.commit()
+
+
+def test_an_index_from_before_glosses_gets_them_at_start_without_reembedding_articles(
+    tmp_path: Path, built_dir: Path
+) -> None:
+    shutil.copy(index.index_path(built_dir), index.index_path(tmp_path))
+    _drop_glosses(index.index_path(tmp_path))
+    before = index.load(tmp_path)
+    assert before.glosses == []
+
+    ensure_index(ServerSettings(data_dir=tmp_path))
+    after = index.load(tmp_path)
+    assert [g.text for g in after.glosses] == [g.text for g in index.load(built_dir).glosses]
+    assert np.array_equal(after.article_vectors, before.article_vectors)
+    assert np.array_equal(after.passage_vectors, before.passage_vectors)
+
+    stamp = index.index_path(tmp_path).stat().st_mtime_ns
+    ensure_index(ServerSettings(data_dir=tmp_path))  # already current: the file is not rewritten
+    assert index.index_path(tmp_path).stat().st_mtime_ns == stamp
+
+
+def _law(path: Path, rows: list[dict[str, object]]) -> Path:
+    path.write_text("\n".join(json.dumps(r, ensure_ascii=False) for r in rows), encoding="utf-8")
+    return path
+
+
+def _rows(glossed: list[str] | None) -> list[dict[str, object]]:
+    rows: list[dict[str, object]] = [
+        {"norm": "Ley de glosas 1 de 2099", "article": "1", "text": "Los vecinos podrán pedir la poda del arbolado."},
+        {"norm": "Ley de glosas 1 de 2099", "article": "2", "text": "La poda se hará en la estación seca."},
+    ]
+    if glossed is not None:
+        rows[1]["glosses"] = glossed
+    return rows
+
+
+def test_a_teams_jsonl_carries_glosses_that_are_stored_replaced_and_removed_with_their_norm(
+    tmp_path: Path, built_dir: Path
+) -> None:
+    data_dir = tmp_path / "index"
+    data_dir.mkdir()
+    shutil.copy(index.index_path(built_dir), index.index_path(data_dir))
+    path = _law(tmp_path / "ley.jsonl", _rows(["cuando cortan las ramas de los palos de la calle"]))
+    parsed = read_norms(path, ImportOptions(expected_sha256=None))
+    assert parsed[0].glosses == {1: ("cuando cortan las ramas de los palos de la calle",)}
+    store.put_norms(data_dir, parsed)
+    assert index.norm_glosses(data_dir, "Ley de glosas 1 de 2099") == parsed[0].glosses
+    assert store.is_current(data_dir, parsed[0].info, parsed[0].glosses)
+
+    changed = read_norms(_law(path, _rows(["en que epoca del año podan los arboles del barrio"])), ImportOptions())
+    assert changed[0].info.source_sha256 != parsed[0].info.source_sha256
+    assert not store.is_current(data_dir, parsed[0].info, changed[0].glosses)  # same text, other glosses: re-import
+    store.put_norms(data_dir, changed)
+    loaded = index.load(data_dir)
+    law = [g.text for g in loaded.glosses if loaded.articles[g.article].norm == "Ley de glosas 1 de 2099"]
+    assert law == ["en que epoca del año podan los arboles del barrio"]
+
+    constitution_glosses = len(index.load(built_dir).glosses)
+    store.remove_norm(data_dir, "Ley de glosas 1 de 2099")
+    assert len(index.load(data_dir).glosses) == constitution_glosses
+    with contextlib.closing(sqlite3.connect(index.index_path(data_dir))) as db:
+        (orphans,) = db.execute(
+            "SELECT COUNT(*) FROM glosses WHERE article NOT IN (SELECT id FROM articles)"
+        ).fetchone()
+    assert orphans == 0
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("una sola cadena", "must be a list of non-empty strings"),
+        (["bien", ""], "must be a list of non-empty strings"),
+        ([f"glosa {i}" for i in range(glosses.MAX_GLOSSES + 1)], f"at most {glosses.MAX_GLOSSES} glosses"),
+        (["x" * (glosses.MAX_GLOSS_CHARS + 1)], f"at most {glosses.MAX_GLOSS_CHARS} characters"),
+    ],
+)
+def test_bad_glosses_are_refused_naming_the_line(tmp_path: Path, value: object, message: str) -> None:
+    rows = _rows(None)
+    rows[1]["glosses"] = value
+    with pytest.raises(NormError, match=rf"ley\.jsonl:2: .*{message}"):
+        read_norms(_law(tmp_path / "ley.jsonl", rows), ImportOptions(expected_sha256=None))
+
+
+def test_the_constitution_json_brings_its_glosses_with_it(constitution_path: Path) -> None:
+    (parsed,) = read_norms(constitution_path, ImportOptions(expected_sha256=corpus.SOURCE_SHA256))
+    assert len(parsed.glosses) == 328
+    assert parsed.glosses[0] == tuple(_packaged_rows()[0]["glosses"])  # type: ignore[arg-type]
