@@ -15,6 +15,16 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 
 
+def _rarest(n: int) -> float:
+    """The idf of a term only one of `n` documents uses: the group's largest, the unit its idfs are measured in.
+
+    A group's idf depends on its size: a word found once in a 44-article law weighs about half what a word found
+    once in the Constitution's 700 passages does, so a small law's articles scored below the Constitution's for
+    the same words and rarely reached the lexical rankings. Dividing by this makes "rare in its norm" weigh the
+    same in every norm; within a group it is one constant factor, so no norm's own order changes."""
+    return math.log(1.0 + (n - 0.5) / 1.5)
+
+
 class BM25:
     """BM25 scores of a query against each of `docs` (each a list of terms), statistics per group of `groups`."""
 
@@ -48,7 +58,7 @@ class BM25:
             idf = np.empty(len(ids), dtype=np.float32)
             for g, df in Counter(doc_groups.tolist()).items():
                 n = group_sizes[g]
-                idf[doc_groups == g] = math.log(1.0 + (n - df + 0.5) / (df + 0.5))
+                idf[doc_groups == g] = math.log(1.0 + (n - df + 0.5) / (df + 0.5)) / _rarest(n)
             self._postings[term] = (id_arr, (weights * idf).astype(np.float32))
 
     def scores(self, query_terms: Iterable[tuple[str, float]]) -> np.ndarray:

@@ -8,6 +8,7 @@ The Constitution comes from the session index (tests/conftest.py); other norms a
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import json
 import logging
@@ -21,6 +22,7 @@ import pytest
 
 from panama_law import __main__ as cli
 from panama_law import corpus, index, store
+from panama_law.bm25 import BM25
 from panama_law.build import ensure_index, import_folder, import_norms
 from panama_law.evaluate import evaluate, load_items
 from panama_law.norms import NormError
@@ -243,6 +245,41 @@ def test_recall_at_3_on_the_test_law_questions_is_at_least_080(combined: Searche
     report = evaluate(combined, load_items(LEY_EVAL))
     assert report["in_scope"] == 32
     assert report["recall_at_3"] >= 0.80, report
+
+
+def test_answerable_questions_about_an_imported_law_are_not_refused_for_want_of_the_constitutions_words(
+    combined: Searcher,
+) -> None:
+    """The lexicon maps callers' words to the Constitution's; for another norm its signal says nothing, so the
+    abstain model without it decides when that norm's article is on top (two of these were refused before)."""
+    items = load_items(LEY_EVAL)
+    assert evaluate(combined, items)["in_scope_abstained"] == 0
+    on_top = [combined.signals(item.question)[0] for item in items]
+    law_first = [sig for sig in on_top if combined.articles[sig.ranked[0]].norm == LEY_NAME]
+    assert law_first and all(not sig.lexicon_norm for sig in law_first)
+    assert all(sig.evidence(combined.config) != _lexicon_model(sig, combined) for sig in law_first)
+
+
+def _lexicon_model(sig: Any, searcher: Searcher) -> float:
+    return float(dataclasses.replace(sig, lexicon_norm=True).evidence(searcher.config))
+
+
+def test_a_word_rare_in_a_small_law_weighs_what_a_word_rare_in_the_constitution_does() -> None:
+    """BM25 statistics are kept per norm; a norm's idf is measured in units of its own rarest word, so a small
+    law is not outscored for the same kind of match, and each norm's own order is what it was alone."""
+    big = [["comun", "palabra"] for _ in range(700)]
+    big[3] = ["rara", "palabra"]
+    small = [["comun", "palabra"] for _ in range(44)]
+    small[5] = ["unica", "palabra"]
+    together = BM25(big + small, groups=[0] * 700 + [1] * 44)
+    rare_big = together.scores([("rara", 1.0)])[3]
+    rare_small = together.scores([("unica", 1.0)])[700 + 5]
+    assert rare_big == pytest.approx(rare_small, rel=1e-6)
+    alone = BM25(big)
+    query = [("comun", 1.0), ("rara", 1.0), ("palabra", 0.5)]
+    assert list(np.argsort(-alone.scores(query), kind="stable")) == list(
+        np.argsort(-together.scores(query)[:700], kind="stable")
+    )
 
 
 def test_eval_gold_may_be_citations_or_constitution_numbers(combined: Searcher, tmp_path: Path) -> None:
