@@ -102,11 +102,13 @@ def _cmd_import(settings: ServerSettings, args: argparse.Namespace) -> int:
 
 
 def _cmd_norms(settings: ServerSettings) -> int:
-    from .index import list_norms
+    from .index import list_norms, norm_glosses
 
     for info in list_norms(settings.data_dir):
         meta = [f"{k} {v}" for k, v in (("date", info.date), ("gaceta", info.gaceta), ("url", info.url)) if v]
-        print(f"{info.name}\t{info.article_count} articles\t{info.kind}" + (f"\t{'; '.join(meta)}" if meta else ""))
+        glossed = sum(len(g) for g in norm_glosses(settings.data_dir, info.name).values())
+        counts = f"{info.article_count} articles, {glossed} glosses"
+        print(f"{info.name}\t{counts}\t{info.kind}" + (f"\t{'; '.join(meta)}" if meta else ""))
     return 0
 
 

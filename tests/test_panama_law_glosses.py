@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from panama_law import __main__ as cli
 from panama_law import corpus, glosses, index, store
 from panama_law.build import ensure_index
 from panama_law.evaluate import evaluate, load_items
@@ -120,7 +121,7 @@ def _rows(glossed: list[str] | None) -> list[dict[str, object]]:
 
 
 def test_a_teams_jsonl_carries_glosses_that_are_stored_replaced_and_removed_with_their_norm(
-    tmp_path: Path, built_dir: Path
+    tmp_path: Path, built_dir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     data_dir = tmp_path / "index"
     data_dir.mkdir()
@@ -130,6 +131,11 @@ def test_a_teams_jsonl_carries_glosses_that_are_stored_replaced_and_removed_with
     assert parsed[0].glosses == {1: ("cuando cortan las ramas de los palos de la calle",)}
     store.put_norms(data_dir, parsed)
     assert index.norm_glosses(data_dir, "Ley de glosas 1 de 2099") == parsed[0].glosses
+    cli.main(["norms", "--data-dir", str(data_dir)])
+    listed = capsys.readouterr().out.splitlines()
+    assert "Ley de glosas 1 de 2099\t2 articles, 1 glosses\tjsonl" in listed
+    shipped = sum(len(list(r["glosses"])) for r in _packaged_rows())  # type: ignore[call-overload]
+    assert f"{corpus.DOCUMENT_NAME}\t328 articles, {shipped} glosses\tconstitution" in listed
     assert store.is_current(data_dir, parsed[0].info, parsed[0].glosses)
 
     changed = read_norms(_law(path, _rows(["en que epoca del año podan los arboles del barrio"])), ImportOptions())

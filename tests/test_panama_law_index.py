@@ -206,7 +206,9 @@ def test_cli_import_norms_search_remove(tmp_path: Path, capsys: pytest.CaptureFi
     assert cli.main(["import", str(law), "--gaceta", "55", "--date", "2005-05-05", "--data-dir", data]) == 0
     assert "imported Ley sintética 5: 1 articles" in capsys.readouterr().out
     assert cli.main(["norms", "--data-dir", data]) == 0
-    assert capsys.readouterr().out.splitlines() == ["Ley sintética 5\t1 articles\tjsonl\tdate 2005-05-05; gaceta 55"]
+    assert capsys.readouterr().out.splitlines() == [
+        "Ley sintética 5\t1 articles, 0 glosses\tjsonl\tdate 2005-05-05; gaceta 55"
+    ]
 
     assert cli.main(["search", "pingüinos sintéticos con bufanda", "--json", "--data-dir", data]) == 0
     results = json.loads(capsys.readouterr().out)["results"]
