@@ -7,6 +7,7 @@ os.replace (`panama_law.store`), so a refused or failed import leaves an existin
 from __future__ import annotations
 
 import logging
+import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -101,10 +102,16 @@ def ensure_index(settings: ServerSettings) -> None:
 
 
 def refresh_constitution_glosses(data_dir: Path) -> None:
-    """An index built before the packaged glosses shipped (or changed) gets them, without re-embedding articles."""
+    """An index built before the packaged glosses shipped (or changed) gets them, without re-embedding articles.
+
+    Not fatal: an index the server cannot write (a read-only mount) is served as it is, without them."""
     loaded = [a for a in index.load(data_dir).articles if a.norm == corpus.DOCUMENT_NAME]
-    if loaded:
+    if not loaded:
+        return
+    try:
         store.refresh_glosses(data_dir, corpus.DOCUMENT_NAME, glosses.constitution(loaded))
+    except (OSError, sqlite3.Error) as exc:
+        log.warning("could not add the Constitution's glosses to the index (%s); serving it without them", exc)
 
 
 def load_searcher(settings: ServerSettings) -> Searcher:

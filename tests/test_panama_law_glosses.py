@@ -176,3 +176,20 @@ def test_the_constitution_json_brings_its_glosses_with_it(constitution_path: Pat
     (parsed,) = read_norms(constitution_path, ImportOptions(expected_sha256=corpus.SOURCE_SHA256))
     assert len(parsed.glosses) == 328
     assert parsed.glosses[0] == tuple(_packaged_rows()[0]["glosses"])  # type: ignore[arg-type]
+
+
+def test_an_index_the_server_cannot_write_is_served_without_glosses_rather_than_not_at_all(
+    tmp_path: Path, built_dir: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    shutil.copy(index.index_path(built_dir), index.index_path(tmp_path))
+    _drop_glosses(index.index_path(tmp_path))
+    before = index.index_path(tmp_path).read_bytes()
+
+    def read_only(*_args: object, **_kwargs: object) -> tuple[int, str]:
+        raise PermissionError(13, "Read-only file system")
+
+    monkeypatch.setattr(store.tempfile, "mkstemp", read_only)  # the copy-and-swap write starts here
+    ensure_index(ServerSettings(data_dir=tmp_path))
+    assert index.index_path(tmp_path).read_bytes() == before
+    assert index.load(tmp_path).glosses == []
+    assert "serving it without them" in caplog.text
