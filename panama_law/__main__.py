@@ -81,8 +81,11 @@ def _cmd_import(settings: ServerSettings, args: argparse.Namespace) -> int:
 
     path: Path = args.path
     if path.is_dir():
-        if any(getattr(args, flag) for flag in ("norm", "date", "gaceta", "url")):
-            raise ValueError("--norm/--date/--gaceta/--url name one file; a folder's files use NAME.meta.json sidecars")
+        if any(getattr(args, flag) for flag in ("norm", "date", "gaceta", "url", "glosses")):
+            raise ValueError(
+                "--norm/--date/--gaceta/--url/--glosses name one file; a folder's files use NAME.meta.json and "
+                "NAME.glosses.jsonl sidecars"
+            )
         outcomes = import_folder(path, settings.data_dir)
         for o in outcomes:
             state = f"refused: {o.error}" if o.error else "unchanged" if o.unchanged else "imported"
@@ -94,6 +97,7 @@ def _cmd_import(settings: ServerSettings, args: argparse.Namespace) -> int:
         gaceta=args.gaceta,
         url=args.url,
         expected_sha256=settings.source_sha256 if not args.no_checksum else None,
+        glosses=args.glosses,
     )
     for info in import_norms(path, settings.data_dir, options):
         print(f"imported {info.name}: {info.article_count} articles")
@@ -170,6 +174,11 @@ def parser() -> argparse.ArgumentParser:
     imp.add_argument("--date", help="publication date, YYYY-MM-DD")
     imp.add_argument("--gaceta", help="Gaceta Oficial number")
     imp.add_argument("--url", help="official source link (http/https)")
+    imp.add_argument(
+        "--glosses",
+        type=Path,
+        help='callers\' wordings per article, one JSON line each: {"article": "12-A", "glosses": ["...", ...]}',
+    )
     imp.add_argument(
         "--no-checksum", action="store_true", help="accept a Constitution JSON that differs from the pinned sha256"
     )

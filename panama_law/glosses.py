@@ -8,7 +8,9 @@ never an excerpt, a citation or anything the model or the page sees: evidence is
 
 The Constitution's glosses ship with the package (`data/constitucion_glosses.jsonl`): written article by article
 from the Constitution's text and general Spanish alone, by writers who saw no question set and no search code,
-2-4 per article. A team's `.jsonl` norms may carry their own (`"glosses": [...]` on an article's line).
+2-4 per article. A team's `.jsonl` norms may carry their own (`"glosses": [...]` on an article's line), and any
+norm may take them from a glosses file in the same one-article-per-line form (`import --glosses FILE`, or a
+`NAME.glosses.jsonl` beside the norm's file in a norms folder).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from .norms import Article, NormError
+from .norms import Article, NormError, label_key, parse_label
 
 PACKAGED = Path(__file__).parent / "data" / "constitucion_glosses.jsonl"
 MAX_GLOSSES = 8
@@ -40,20 +42,53 @@ def check(raw: Any, where: str) -> tuple[str, ...]:
     return tuple(" ".join(g.split()) for g in raw)
 
 
-@cache
-def _packaged() -> dict[int, tuple[str, ...]]:
-    out: dict[int, tuple[str, ...]] = {}
-    for line_no, line in enumerate(PACKAGED.read_text(encoding="utf-8").splitlines(), 1):
-        if line.strip():
-            row = json.loads(line)
-            out[int(row["article"])] = check(row["glosses"], f"{PACKAGED.name}:{line_no}")
+def read(path: Path) -> dict[str, tuple[str, ...]]:
+    """A glosses file, one article per line: {"article": "12-A", "glosses": ["...", ...]}; keyed by the article's
+    label as `norms.label_key` folds it. NormError naming the line for anything malformed or repeated."""
+    out: dict[str, tuple[str, ...]] = {}
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise NormError(f"cannot read glosses file {path.name}: {exc}") from exc
+    for line_no, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        where = f"{path.name}:{line_no}"
+        try:
+            row: Any = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise NormError(f"{where}: not JSON ({exc.msg})") from exc
+        if not isinstance(row, dict) or not isinstance(row.get("article"), (str, int)) or "glosses" not in row:
+            raise NormError(f"{where}: each line needs 'article' (string or number) and 'glosses' (list of strings)")
+        try:
+            key = label_key(*parse_label(str(row["article"])))
+        except NormError as exc:
+            raise NormError(f"{where}: {exc}") from exc
+        if key in out:
+            raise NormError(f"{where}: artículo {row['article']} appears twice")
+        out[key] = check(row["glosses"], where)
     return out
+
+
+def attach(
+    articles: Sequence[Article], by_label: dict[str, tuple[str, ...]], source: str
+) -> dict[int, tuple[str, ...]]:
+    """Glosses keyed by label → by article position; a label the norm does not have is refused, naming it."""
+    positions = {label_key(a.number, a.suffix): i for i, a in enumerate(articles)}
+    unknown = [key for key in by_label if key not in positions]
+    if unknown:
+        raise NormError(f"{source}: glosses for articles the norm does not have: {', '.join(unknown[:5])}")
+    return {positions[key]: texts for key, texts in by_label.items()}
+
+
+@cache
+def _packaged() -> dict[str, tuple[str, ...]]:
+    return read(PACKAGED)
 
 
 def constitution(articles: Sequence[Article]) -> dict[int, tuple[str, ...]]:
     """The packaged glosses by article position in `articles` (the Constitution as parsed)."""
-    by_number = _packaged()
-    return {i: by_number[a.number] for i, a in enumerate(articles) if not a.suffix and a.number in by_number}
+    return attach(articles, _packaged(), PACKAGED.name)
 
 
 def digest(glosses: dict[int, tuple[str, ...]]) -> str:

@@ -134,7 +134,7 @@ def check_articles(norm: str, articles: list[Article]) -> list[Article]:
     for article in articles:
         if not article.text.strip():
             raise NormError(f"{norm}: artículo {article.label} has no text")
-        key = " ".join(fold(article.label).replace("-", " ").split())
+        key = label_key(article.number, article.suffix)
         if key in seen:
             raise NormError(f"{norm}: artículo {article.label} appears twice")
         seen.add(key)
@@ -142,6 +142,11 @@ def check_articles(norm: str, articles: list[Article]) -> list[Article]:
 
 
 _LABEL = re.compile(r"^\s*(\d{1,5})\s*(?:[°º])?\s*(?:-\s*([A-Za-z])|\s*(bis|ter|qu[aá]ter|quinquies))?\s*$", re.I)
+
+
+def label_key(number: int, suffix: str) -> str:
+    """One key for an article label however it is written: (12, "-A") and "12 a" agree, as `check_articles` does."""
+    return " ".join(fold(f"{number}{suffix}").replace("-", " ").split())
 
 
 def parse_label(label: str) -> tuple[int, str]:

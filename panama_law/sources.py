@@ -38,6 +38,7 @@ from .norms import (
 
 SUFFIXES = (".json", ".txt", ".pdf", ".jsonl")
 SIDECAR = ".meta.json"
+GLOSSES_SIDECAR = ".glosses.jsonl"
 MAX_FILE_BYTES = 100 * 1024 * 1024
 
 
@@ -50,6 +51,7 @@ class ImportOptions:
     gaceta: str | None = None
     url: str | None = None
     expected_sha256: str | None = corpus.SOURCE_SHA256  # only for the Constitution JSON
+    glosses: Path | None = None  # a glosses file (`glosses.read`); else a NAME.glosses.jsonl beside the file
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,7 +64,28 @@ class ParsedNorm:
 
 
 def is_norm_file(path: Path) -> bool:
-    return path.is_file() and not path.name.startswith(".") and not path.name.endswith(SIDECAR)
+    return (
+        path.is_file()
+        and not path.name.startswith(".")
+        and not path.name.endswith(SIDECAR)
+        and not path.name.endswith(GLOSSES_SIDECAR)
+    )
+
+
+def _with_glosses(path: Path, norms: list[ParsedNorm], opts: ImportOptions) -> list[ParsedNorm]:
+    """Attach the glosses file given (or found beside `path`) to the one norm read from it."""
+    source = opts.glosses
+    if source is None:
+        beside = path.with_name(path.name.rsplit(".", 1)[0] + GLOSSES_SIDECAR)
+        source = beside if beside.is_file() else None
+    if source is None:
+        return norms
+    if len(norms) != 1:
+        raise NormError(f"{path.name} holds {len(norms)} norms; give their glosses on the .jsonl lines instead")
+    (parsed,) = norms
+    if parsed.glosses and parsed.info.kind != "constitution":
+        raise NormError(f"{path.name} carries glosses on its lines and {source.name} gives more; use one of the two")
+    return [replace(parsed, glosses=glosses.attach(parsed.articles, glosses.read(source), source.name))]
 
 
 def _read(path: Path) -> bytes:
@@ -114,10 +137,15 @@ def _decode(data: bytes, path: Path) -> str:
 
 
 def read_norms(path: Path, opts: ImportOptions | None = None) -> list[ParsedNorm]:
-    """Parse `path` into one or more norms (a .jsonl may hold several); NormError / CorpusError when refused."""
+    """Parse `path` into one or more norms (a .jsonl may hold several), with their glosses; NormError /
+    CorpusError when refused."""
+    opts = opts or ImportOptions()
+    return _with_glosses(path, _read_norms(path, opts), opts)
+
+
+def _read_norms(path: Path, opts: ImportOptions) -> list[ParsedNorm]:
     from .splitter import split_articles
 
-    opts = opts or ImportOptions()
     suffix = path.suffix.lower()
     if suffix not in SUFFIXES:
         raise NormError(f"{path.name}: unsupported file type (use {', '.join(SUFFIXES)})")

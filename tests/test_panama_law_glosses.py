@@ -18,12 +18,13 @@ import pytest
 
 from panama_law import __main__ as cli
 from panama_law import corpus, glosses, index, store
-from panama_law.build import ensure_index
+from panama_law.build import ensure_index, import_folder
 from panama_law.evaluate import evaluate, load_items
 from panama_law.norms import NormError
 from panama_law.search import Searcher
 from panama_law.settings import ServerSettings
 from panama_law.sources import ImportOptions, read_norms
+from tests.norm_fixtures import LEY_NAME, LEY_TXT
 
 DEV_EXTRA = Path(__file__).resolve().parents[1] / "bench" / "eval" / "dev_extra.jsonl"
 
@@ -193,3 +194,58 @@ def test_an_index_the_server_cannot_write_is_served_without_glosses_rather_than_
     assert index.index_path(tmp_path).read_bytes() == before
     assert index.load(tmp_path).glosses == []
     assert "serving it without them" in caplog.text
+
+
+def _glosses_file(path: Path, rows: dict[str, list[str]]) -> Path:
+    path.write_text(
+        "\n".join(json.dumps({"article": k, "glosses": v}, ensure_ascii=False) for k, v in rows.items()), "utf-8"
+    )
+    return path
+
+
+def test_a_glosses_file_gives_a_published_law_its_glosses_by_article_label(tmp_path: Path) -> None:
+    given = {"1": ["para que sirve esta ley de los huertos"], "12-a": ["me dieron una parcela y la quiero cambiar"]}
+    source = _glosses_file(tmp_path / "mis_glosas.jsonl", given)
+    (parsed,) = read_norms(LEY_TXT, ImportOptions(norm=LEY_NAME, expected_sha256=None, glosses=source))
+    by_label = {parsed.articles[pos].label: list(texts) for pos, texts in parsed.glosses.items()}
+    assert by_label == {"1": given["1"], "12-A": given["12-a"]}  # "12-a" and "12-A" name one article
+
+
+def test_a_glosses_file_beside_a_law_in_the_norms_folder_is_its_glosses_not_another_norm(
+    tmp_path: Path, built_dir: Path
+) -> None:
+    folder, data_dir = tmp_path / "normas", tmp_path / "index"
+    folder.mkdir()
+    data_dir.mkdir()
+    shutil.copy(index.index_path(built_dir), index.index_path(data_dir))
+    shutil.copy(LEY_TXT, folder / LEY_TXT.name)
+    shutil.copy(LEY_TXT.with_name("ley_de_prueba.meta.json"), folder / "ley_de_prueba.meta.json")
+    _glosses_file(folder / "ley_de_prueba.glosses.jsonl", {"3": ["a quien me quejo si el huerto esta abandonado"]})
+    outcomes = import_folder(folder, data_dir)
+    assert [(o.file, o.norms, o.error) for o in outcomes] == [(LEY_TXT.name, (LEY_NAME,), None)]
+    assert list(index.norm_glosses(data_dir, LEY_NAME).values()) == [("a quien me quejo si el huerto esta abandonado",)]
+    assert import_folder(folder, data_dir)[0].unchanged
+    _glosses_file(folder / "ley_de_prueba.glosses.jsonl", {"3": ["otra forma de decirlo para el mismo articulo"]})
+    assert not import_folder(folder, data_dir)[0].unchanged  # new glosses, same law: imported again
+
+
+@pytest.mark.parametrize(
+    ("rows", "message"),
+    [
+        ({"999": ["no hay tal articulo en esta ley"]}, "glosses for articles the norm does not have: 999"),
+        ({"siete": ["un numero escrito en letras"]}, "is not like 12, 12-A or 12 bis"),
+    ],
+)
+def test_a_glosses_file_that_does_not_fit_the_law_is_refused_naming_it(
+    tmp_path: Path, rows: dict[str, list[str]], message: str
+) -> None:
+    source = _glosses_file(tmp_path / "glosas.jsonl", rows)
+    with pytest.raises(NormError, match=message):
+        read_norms(LEY_TXT, ImportOptions(norm=LEY_NAME, expected_sha256=None, glosses=source))
+
+
+def test_one_glosses_file_cannot_serve_a_file_of_several_norms(tmp_path: Path) -> None:
+    rows = [{"norm": f"Ley {n} de 2099", "article": "1", "text": "Texto del artículo."} for n in (1, 2)]
+    source = _glosses_file(tmp_path / "glosas.jsonl", {"1": ["una glosa para el primer articulo"]})
+    with pytest.raises(NormError, match=r"holds 2 norms; give their glosses on the \.jsonl lines"):
+        read_norms(_law(tmp_path / "dos.jsonl", rows), ImportOptions(expected_sha256=None, glosses=source))
