@@ -1,6 +1,6 @@
-"""Fit the search's fusion weights and abstain model on labelled development files, with cross-validation.
+"""Fit the search's fusion weights, the glosses' discount and the abstain models on labelled development files.
 
-`python -m panama_law.fit fusion FILE...` and `python -m panama_law.fit abstain FILE...` print JSON tables that
+`python -m panama_law.fit fusion|glosses|abstain FILE...` print JSON tables that
 reproduce the constants in `search.SearchConfig`. Only development files belong here; held-out files are for
 `python -m panama_law eval` alone, after the constants are fixed.
 
@@ -77,6 +77,23 @@ def _fused_metrics(
     return out
 
 
+def select_by_cv(parts: np.ndarray, repeats: int) -> tuple[np.ndarray, int]:
+    """`parts` is (settings, questions, 2) of (hit@3, reciprocal rank@10). Repeated 5-fold CV of "choose the
+    setting with the best recall@3 + MRR@10 on the training folds": the summed test-fold metrics, and the
+    setting chosen on all questions."""
+    table = parts.sum(2)
+    rng = np.random.default_rng(0)
+    n = parts.shape[1]
+    cv_total = np.zeros(2)
+    for _ in range(repeats):
+        perm = rng.permutation(n)
+        for fold in range(5):
+            test = perm[fold::5]
+            train = np.setdiff1d(np.arange(n), test)
+            cv_total += parts[int(np.argmax(table[:, train].mean(1))), test].sum(0)
+    return cv_total, int(np.argmax(table.mean(1)))
+
+
 def fit_fusion(searcher: Searcher, items: list[EvalItem], repeats: int = 10) -> dict[str, Any]:
     in_scope = [i for i in items if i.gold]
     sigs = [searcher.signals(i.question)[0] for i in in_scope]
@@ -84,18 +101,8 @@ def fit_fusion(searcher: Searcher, items: list[EvalItem], repeats: int = 10) -> 
     numbers = [a.key for a in searcher.articles]
     grid = [(k, w) for k in RRF_KS for w in itertools.product(WEIGHT_GRID, repeat=len(RANKINGS)) if any(w)]
     parts = np.array([_fused_metrics(sigs, golds, numbers, k, w) for k, w in grid])  # (configs, questions, 2)
-    table = parts.sum(2)  # the objective: recall@3 + MRR@10
-    rng = np.random.default_rng(0)
     n = len(in_scope)
-    cv_total = np.zeros(2)
-    for _ in range(repeats):
-        perm = rng.permutation(n)
-        for fold in range(5):
-            test = perm[fold::5]
-            train = np.setdiff1d(np.arange(n), test)
-            best = int(np.argmax(table[:, train].mean(1)))
-            cv_total += parts[best, test].sum(0)
-    best = int(np.argmax(table.mean(1)))
+    cv_total, best = select_by_cv(parts, repeats)
     cfg = searcher.config
     current_key = (cfg.rrf_k, tuple(cfg.weight(name) for name in RANKINGS))
     current = grid.index(current_key) if current_key in grid else None
@@ -147,17 +154,9 @@ def fit_glosses(loaded: LoadedIndex, items: list[EvalItem], repeats: int = 10) -
             for k, off, sc in grid
         ]
     )
-    table = parts.sum(2)
-    rng = np.random.default_rng(0)
     n = len(in_scope)
-    cv_total = np.zeros(2)
-    for _ in range(repeats):
-        perm = rng.permutation(n)
-        for fold in range(5):
-            test = perm[fold::5]
-            train = np.setdiff1d(np.arange(n), test)
-            cv_total += parts[int(np.argmax(table[:, train].mean(1))), test].sum(0)
-    best = int(np.argmax(table.mean(1)))
+    cv_total, best = select_by_cv(parts, repeats)
+    table = parts.sum(2)
     return {
         "in_scope": n,
         "glosses": len(loaded.glosses),
