@@ -73,9 +73,12 @@ class TreeStats:
 
 
 class Sampler:
-    """Samples every tree every `interval_s` until stopped (bounded by the benchmark that owns it)."""
+    """Samples every tree every `interval_s` until stopped (bounded by the benchmark that owns it).
 
-    def __init__(self, trees: list[TreeStats], interval_s: float = 0.5) -> None:
+    Once a second: reading smaps_rollup of every process of every tree is itself work the kernel bills to the
+    load generator, and memory in these runs moves over seconds, not half-seconds."""
+
+    def __init__(self, trees: list[TreeStats], interval_s: float = 1.0) -> None:
         self.trees = trees
         self.interval_s = interval_s
         self._task: asyncio.Task[None] | None = None

@@ -31,7 +31,7 @@ TRANSCRIPTION_TOPIC = "lk.transcription"
 AGENT_STATE_ATTRIBUTE = "lk.agent.state"
 MODEL_ATTRIBUTE = "lexvoz.model"
 SAMPLE_RATE = 48_000
-FRAME_MS = 20
+FRAME_MS = 100
 SAMPLES_PER_FRAME = SAMPLE_RATE * FRAME_MS // 1000
 TERMINAL = frozenset({"completed", "failed", "discarded"})
 
@@ -52,10 +52,14 @@ _TONE: list[rtc.AudioFrame] = []
 
 
 class Microphone:
-    """Continuous 20 ms frames (the stand-in ends a turn after 500 ms of silence in the audio itself)."""
+    """Continuous frames (the stand-in ends a turn after 500 ms of silence in the audio itself).
+
+    100 ms per frame: the native side still sends 20 ms Opus packets, so the room hears the same audio, but
+    each frame is a round trip across the native boundary, and at 20 ms dozens of simulated people cost the
+    load generator about a third more CPU (measured side by side, bench/load.py)."""
 
     def __init__(self) -> None:
-        self.source = rtc.AudioSource(SAMPLE_RATE, 1, queue_size_ms=100)
+        self.source = rtc.AudioSource(SAMPLE_RATE, 1, queue_size_ms=2 * FRAME_MS)
         if not _TONE:
             _TONE.extend(tone_frames())
         self._silence = rtc.AudioFrame(bytes(SAMPLES_PER_FRAME * 2), SAMPLE_RATE, 1, SAMPLES_PER_FRAME)
