@@ -87,8 +87,13 @@ def _packaged() -> dict[str, tuple[str, ...]]:
 
 
 def constitution(articles: Sequence[Article]) -> dict[int, tuple[str, ...]]:
-    """The packaged glosses by article position in `articles` (the Constitution as parsed)."""
-    return attach(articles, _packaged(), PACKAGED.name)
+    """The packaged glosses by article position in `articles` (the Constitution as parsed).
+
+    Lenient where a team's glosses file is strict: another edition imported with `--no-checksum` may lack some
+    of the articles they were written for, and those glosses are simply left out."""
+    packaged = _packaged()
+    present = {label_key(a.number, a.suffix): i for i, a in enumerate(articles)}
+    return {pos: packaged[key] for key, pos in present.items() if key in packaged}
 
 
 def digest(glosses: dict[int, tuple[str, ...]]) -> str:
