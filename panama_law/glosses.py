@@ -3,8 +3,9 @@
 A caller says "me botaron sin pagarme nada" and the Código de Trabajo says "despido injustificado"; the stemmer,
 the lexicon and a general-purpose embedding all miss part of that gap. A gloss is a short text in the caller's
 words (an everyday question, a first-person situation, the matter in common synonyms) tied to one article. The
-search ranks articles by their glosses too (BM25 and embedding, two more rankings in the fusion), but a gloss is
-never an excerpt, a citation or anything the model or the page sees: evidence is only the law's own text.
+search counts a gloss as one more passage of its article in the two passage rankings (BM25 and embedding, its
+cosine discounted: `search.SearchConfig`), but a gloss is never an excerpt, a citation or anything the model or
+the page sees: evidence is only the law's own text.
 
 The Constitution's glosses ship with the package (`data/constitucion_glosses.jsonl`): written article by article
 from the Constitution's text and general Spanish alone, by writers who saw no question set and no search code,
