@@ -181,7 +181,7 @@ candidato, candidata, candidatos, candidatura, lanzarse, postularse, independien
         = candidatos postulación elección popular
 campana, campana politica, proselitismo, politiqueria, apoyar al candidato = candidatos elección popular apoyo oficial
 comprar votos, compra de votos, fraude = sufragio libertad honradez
-tribunal electoral, te = tribunal electoral
+tribunal electoral = tribunal electoral
 cedula, registro civil, acta de nacimiento, certificado de nacimiento, defuncion, defunciones, muertes, nacimientos,
         = inscripciones nacimientos defunciones cédula identidad
 

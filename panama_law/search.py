@@ -82,11 +82,11 @@ class SearchConfig:
     # lost, 35.0/60 out-of-scope abstained; the previous dense_max + log1p(lex_max) rule refitted the same way:
     # 1.15/126 lost, 30.1/60 abstained. Adding best-article BM25, top-1/top-5 score margins, agreement of the four
     # rankings on the top article or query length did not help in CV (see the --fit table and the report).
-    abstain_w_dense: float = 10.52
-    abstain_w_coverage: float = 2.36
-    abstain_w_expansion: float = 1.04
-    abstain_bias: float = -7.0
-    abstain_below: float = -1.34
+    abstain_w_dense: float = 10.5
+    abstain_w_coverage: float = 2.35
+    abstain_w_expansion: float = 1.02
+    abstain_bias: float = -6.95
+    abstain_below: float = -1.335
     # Whatever the evidence, abstain on a question set in another country's legal order, or one asking for a
     # quantity that none of the articles to be shown states (`scope`). `python -m panama_law.fit abstain`, same
     # CV and refusal cost as above, model unchanged: refusal cost (4 x in-scope lost + out-of-scope answered)
@@ -99,10 +99,10 @@ class SearchConfig:
     # question about a team's law finds no formal Constitution terms and was refused (the blind second test law:
     # 9 of 30). When the top article is from another norm, the same procedure's model without that signal decides
     # (`fit abstain`, `plain_model`; CV on the development sets, refusal cost 4).
-    abstain_plain_w_dense: float = 11.79
-    abstain_plain_w_coverage: float = 2.84
-    abstain_plain_bias: float = -6.14
-    abstain_plain_below: float = -1.63
+    abstain_plain_w_dense: float = 11.77
+    abstain_plain_w_coverage: float = 2.83
+    abstain_plain_bias: float = -6.13
+    abstain_plain_below: float = -1.628
 
     def weight(self, ranking: str) -> float:
         """The fusion weight of one of `RANKINGS`."""

@@ -327,6 +327,16 @@ def test_every_lexicon_expansion_term_occurs_in_the_constitution(searcher: Searc
     assert missing == []
 
 
+def test_no_lexicon_key_is_a_word_every_question_may_hold() -> None:
+    """The key "te" stood for the Tribunal Electoral, so "si te paran los policías" then searched for the electoral
+    court too. A key that is a common function word (text.STOPWORDS) expands questions that never asked."""
+    from panama_law.lexicon import EXPANSIONS, expand
+    from panama_law.text import STOPWORDS, fold
+
+    assert sorted(key for key in EXPANSIONS if fold(key) in STOPWORDS) == []
+    assert "tribunal" not in expand("si te paran los policias sin motivo, me pueden llevar preso")
+
+
 def test_abstain_cut_refuses_fewer_answerable_questions_when_refusing_costs_more() -> None:
     """Overlapping classes: two out-of-scope scores (0.32, 0.33) sit above one in-scope score (0.3). At equal cost
     the cut refuses that one answerable question (one error, not two); at the default cost it answers all four
