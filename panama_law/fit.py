@@ -61,6 +61,12 @@ FEATURE_SETS: tuple[tuple[str, ...], ...] = (
 # --- fusion ----------------------------------------------------------------------------------------------------------
 
 
+def _hit_and_rr(top: Sequence[str], gold: frozenset[str]) -> tuple[float, float]:
+    """(hit@3, reciprocal rank@10) of the first gold key in `top`, the top ten keys in rank order."""
+    rank = next((r for r, key in enumerate(top[:10], 1) if key in gold), None)
+    return float(rank is not None and rank <= 3), 1.0 / rank if rank else 0.0
+
+
 def _fused_metrics(
     sigs: Sequence[Signals], golds: Sequence[frozenset[str]], numbers: Sequence[str], k: float, w: Sequence[float]
 ) -> np.ndarray:
@@ -72,8 +78,7 @@ def _fused_metrics(
             for place, pos in enumerate(sig.rankings.get(name, []), 1):
                 fused[pos] = fused.get(pos, 0.0) + weight / (k + place)
         top = [numbers[p] for p, v in sorted(fused.items(), key=lambda kv: (-kv[1], kv[0]))[:10] if v > 0]
-        rank = next((r for r, n in enumerate(top, 1) if n in gold), None)
-        out[i] = (float(rank is not None and rank <= 3), 1.0 / rank if rank else 0.0)
+        out[i] = _hit_and_rr(top, gold)
     return out
 
 
@@ -131,8 +136,7 @@ def _ranked_metrics(searcher: Searcher, items: Sequence[EvalItem]) -> np.ndarray
     out = np.zeros((len(items), 2))
     for i, item in enumerate(items):
         top = [searcher.articles[p].key for p in searcher.signals(item.question)[0].ranked[:10]]
-        rank = next((r for r, key in enumerate(top, 1) if key in item.gold_keys), None)
-        out[i] = (float(rank is not None and rank <= 3), 1.0 / rank if rank else 0.0)
+        out[i] = _hit_and_rr(top, item.gold_keys)
     return out
 
 
