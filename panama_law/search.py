@@ -48,9 +48,11 @@ class SearchConfig:
     Equal weights for the four rankings: before the glosses, `python -m panama_law.fit fusion` (a grid of rrf_k
     3-60 and weights 0-2, repeated 5-fold CV on the three development sets) chose exactly these at rrf_k 5. With
     the glosses, `python -m panama_law.fit glosses` (the three development sets plus the test law's questions, on
-    an index holding both norms) chooses rrf_k 3 and a gloss discount of 0.15 on the embedding side, 1.0 (none)
-    on the BM25 side. On the Constitution alone `fit fusion` would now weigh the passage rankings up; that would
-    let a glossed norm crowd out an unglossed one, the trade the discount is there to hold, so it is not taken.
+    an index holding both norms) chose rrf_k 3 and a gloss discount of 0.15 on the embedding side, 1.0 (none)
+    on the BM25 side; since the lexicon lost its "te" key it prefers 0.1 by 0.0001 in sample, a tie on the
+    0.1-0.2 plateau, and 0.15 stays. On the Constitution alone `fit fusion` would now weigh the passage rankings
+    up; that would let a glossed norm crowd out an unglossed one, the trade the discount is there to hold, so it is
+    not taken.
     `expansion_weight`, `heading_weight` and `dense_mix` were picked on the visible eval set plus
     bench/eval/dev_extra.jsonl from a plateau of near-equal settings (MRR@10 moves by about 0.02 across rrf_k 3-5,
     dense_mix 0.25-0.5, heading_weight 1-3), not per question.
