@@ -105,11 +105,11 @@ def refresh_constitution_glosses(data_dir: Path) -> None:
     """An index built before the packaged glosses shipped (or changed) gets them, without re-embedding articles.
 
     Not fatal: an index the server cannot write (a read-only mount) is served as it is, without them."""
-    loaded = [a for a in index.load(data_dir).articles if a.norm == corpus.DOCUMENT_NAME]
-    if not loaded:
+    articles = index.norm_articles(data_dir, corpus.DOCUMENT_NAME)  # no vectors: the server loads them next
+    if not articles:
         return
     try:
-        store.refresh_glosses(data_dir, corpus.DOCUMENT_NAME, glosses.constitution(loaded))
+        store.refresh_glosses(data_dir, corpus.DOCUMENT_NAME, glosses.constitution(articles))
     except (OSError, sqlite3.Error) as exc:
         log.warning("could not add the Constitution's glosses to the index (%s); serving it without them", exc)
 

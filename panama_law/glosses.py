@@ -75,7 +75,7 @@ def attach(
     articles: Sequence[Article], by_label: dict[str, tuple[str, ...]], source: str
 ) -> dict[int, tuple[str, ...]]:
     """Glosses keyed by label → by article position; a label the norm does not have is refused, naming it."""
-    positions = {label_key(a.number, a.suffix): i for i, a in enumerate(articles)}
+    positions = _positions(articles)
     unknown = [key for key in by_label if key not in positions]
     if unknown:
         raise NormError(f"{source}: glosses for articles the norm does not have: {', '.join(unknown[:5])}")
@@ -93,8 +93,11 @@ def constitution(articles: Sequence[Article]) -> dict[int, tuple[str, ...]]:
     Lenient where a team's glosses file is strict: another edition imported with `--no-checksum` may lack some
     of the articles they were written for, and those glosses are simply left out."""
     packaged = _packaged()
-    present = {label_key(a.number, a.suffix): i for i, a in enumerate(articles)}
-    return {pos: packaged[key] for key, pos in present.items() if key in packaged}
+    return {pos: packaged[key] for key, pos in _positions(articles).items() if key in packaged}
+
+
+def _positions(articles: Sequence[Article]) -> dict[str, int]:
+    return {label_key(a.number, a.suffix): i for i, a in enumerate(articles)}
 
 
 def digest(glosses: dict[int, tuple[str, ...]]) -> str:

@@ -117,6 +117,36 @@ def embed_glosses(texts: list[str]) -> np.ndarray:
     return embedding.encode(texts)
 
 
+def _has_glosses(db: sqlite3.Connection) -> bool:
+    """Whether the file has the glosses table (an index written before glosses existed has not)."""
+    return db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'glosses'").fetchone() is not None
+
+
+def _norm_articles(db: sqlite3.Connection, name: str, norm_id: int | None = None) -> list[tuple[int, Article]]:
+    """One norm's articles in stored order, each with its row id; by id when known, else by the norm's name."""
+    where, key = ("a.norm = ?", norm_id) if norm_id is not None else ("n.name = ?", name)
+    return [
+        (art_id, Article(name, number, text, tuple(json.loads(headings)), suffix))
+        for art_id, number, suffix, headings, text in db.execute(
+            "SELECT a.id, a.number, a.suffix, a.headings, a.text FROM articles a JOIN norms n ON n.id = a.norm "
+            f"WHERE {where} ORDER BY a.id",
+            (key,),
+        )
+    ]
+
+
+def norm_articles(data_dir: Path, name: str) -> list[Article]:
+    """One norm's articles as stored, without loading any vectors (empty if it is not indexed)."""
+    path = index_path(data_dir)
+    if not path.is_file():
+        return []
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as db:
+            return [article for _, article in _norm_articles(db, name)]
+    except (sqlite3.Error, ValueError) as exc:
+        raise IndexLoadError(f"index at {path} is unreadable: {exc}") from exc
+
+
 def norm_glosses(data_dir: Path, name: str) -> dict[int, tuple[str, ...]]:
     """One norm's glosses as stored, by article position within the norm; empty if it has none or is absent."""
     path = index_path(data_dir)
@@ -125,17 +155,9 @@ def norm_glosses(data_dir: Path, name: str) -> dict[int, tuple[str, ...]]:
     out: dict[int, list[str]] = {}
     try:
         with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as db:
-            if not db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'glosses'").fetchone():
+            if not _has_glosses(db):
                 return {}
-            positions = {
-                art_id: pos
-                for pos, (art_id,) in enumerate(
-                    db.execute(
-                        "SELECT a.id FROM articles a JOIN norms n ON n.id = a.norm WHERE n.name = ? ORDER BY a.id",
-                        (name,),
-                    )
-                )
-            }
+            positions = {art_id: pos for pos, (art_id, _) in enumerate(_norm_articles(db, name))}
             for art_id, text in db.execute(
                 "SELECT g.article, g.text FROM glosses g JOIN articles a ON a.id = g.article "
                 "JOIN norms n ON n.id = a.norm WHERE n.name = ? ORDER BY g.id",
@@ -167,16 +189,14 @@ def _load_v2(db: sqlite3.Connection, meta: dict[str, str]) -> LoadedIndex:
     avecs: list[np.ndarray] = []
     glosses: list[Gloss] = []
     gvecs: list[np.ndarray] = []
-    has_glosses = db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'glosses'").fetchone()
+    has_glosses = _has_glosses(db)
     rows = db.execute("SELECT id, name, kind, date, gaceta, url, source_sha256 FROM norms ORDER BY id").fetchall()
     for norm_id, name, kind, date, gaceta, url, sha in rows:
         first = len(articles)
         article_pos: dict[int, int] = {}
-        for art_id, number, suffix, headings, text in db.execute(
-            "SELECT id, number, suffix, headings, text FROM articles WHERE norm = ? ORDER BY id", (norm_id,)
-        ):
+        for art_id, article in _norm_articles(db, name, norm_id):
             article_pos[art_id] = len(articles)
-            articles.append(Article(name, number, text, tuple(json.loads(headings)), suffix))
+            articles.append(article)
         for art_id, start, end in db.execute(
             "SELECT p.article, p.start, p.end FROM passages p JOIN articles a ON a.id = p.article "
             "WHERE a.norm = ? ORDER BY p.id",

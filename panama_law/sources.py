@@ -76,7 +76,7 @@ def _with_glosses(path: Path, norms: list[ParsedNorm], opts: ImportOptions) -> l
     """Attach the glosses file given (or found beside `path`) to the one norm read from it."""
     source = opts.glosses
     if source is None:
-        beside = path.with_name(path.name.rsplit(".", 1)[0] + GLOSSES_SIDECAR)
+        beside = _beside(path, GLOSSES_SIDECAR)
         source = beside if beside.is_file() else None
     if source is None:
         return norms
@@ -98,8 +98,13 @@ def _read(path: Path) -> bytes:
         raise corpus.CorpusError(f"cannot read {path}: {exc.strerror or exc}") from exc
 
 
+def _beside(path: Path, suffix: str) -> Path:
+    """The sidecar `NAME<suffix>` beside `NAME.ext`."""
+    return path.with_name(path.name.rsplit(".", 1)[0] + suffix)
+
+
 def _sidecar(path: Path) -> dict[str, str]:
-    meta_path = path.with_name(path.name.rsplit(".", 1)[0] + SIDECAR)
+    meta_path = _beside(path, SIDECAR)
     if not meta_path.is_file():
         return {}
     try:

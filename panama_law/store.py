@@ -181,14 +181,18 @@ def is_current(data_dir: Path, info: NormInfo, glossed: dict[int, tuple[str, ...
         held is not None
         and (held.source_sha256, held.date, held.gaceta, held.url)
         == (info.source_sha256, info.date, info.gaceta, info.url)
-        and glosses.digest(index.norm_glosses(data_dir, info.name)) == glosses.digest(glossed or {})
+        and _holds_glosses(data_dir, info.name, glossed or {})
     )
+
+
+def _holds_glosses(data_dir: Path, name: str, glossed: dict[int, tuple[str, ...]]) -> bool:
+    return glosses.digest(index.norm_glosses(data_dir, name)) == glosses.digest(glossed)
 
 
 def refresh_glosses(data_dir: Path, name: str, glossed: dict[int, tuple[str, ...]]) -> bool:
     """Give an indexed norm these glosses if it holds others (an index built before they shipped or changed),
     embedding only the glosses; False when it already had them or the norm is not indexed."""
-    if glosses.digest(index.norm_glosses(data_dir, name)) == glosses.digest(glossed):
+    if _holds_glosses(data_dir, name, glossed):
         return False
     with _rewrite(data_dir) as db:
         row = db.execute("SELECT id FROM norms WHERE name = ?", (name,)).fetchone()
