@@ -6,6 +6,7 @@ header and footer on every page, page numbers, and words hyphenated across lines
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from fpdf import FPDF
@@ -18,6 +19,12 @@ RUNNING_HEADER = "Gaceta Oficial de Prueba, martes 30 de noviembre de 2099 - No.
 RUNNING_FOOTER = "Documento de prueba para Lexvoz, sin valor legal"
 WRAP = 88
 LINES_PER_PAGE = 40
+
+
+def write_jsonl(path: Path, rows: list[dict[str, object]]) -> Path:
+    """One JSON object per line, as a team's .jsonl norm or glosses file is written."""
+    path.write_text("\n".join(json.dumps(r, ensure_ascii=False) for r in rows) + "\n", encoding="utf-8")
+    return path
 
 
 def wrap_with_hyphens(paragraph: str, width: int = WRAP) -> list[str]:

@@ -24,7 +24,7 @@ from panama_law.norms import NormError
 from panama_law.search import Searcher
 from panama_law.settings import ServerSettings
 from panama_law.sources import ImportOptions, read_norms
-from tests.norm_fixtures import LEY_NAME, LEY_TXT
+from tests.norm_fixtures import LEY_NAME, LEY_TXT, write_jsonl
 
 DEV_EXTRA = Path(__file__).resolve().parents[1] / "bench" / "eval" / "dev_extra.jsonl"
 
@@ -106,11 +106,6 @@ def test_an_index_from_before_glosses_gets_them_at_start_without_reembedding_art
     assert index.index_path(tmp_path).stat().st_mtime_ns == stamp
 
 
-def _law(path: Path, rows: list[dict[str, object]]) -> Path:
-    path.write_text("\n".join(json.dumps(r, ensure_ascii=False) for r in rows), encoding="utf-8")
-    return path
-
-
 def _rows(glossed: list[str] | None) -> list[dict[str, object]]:
     rows: list[dict[str, object]] = [
         {"norm": "Ley de glosas 1 de 2099", "article": "1", "text": "Los vecinos podrán pedir la poda del arbolado."},
@@ -127,7 +122,7 @@ def test_a_teams_jsonl_carries_glosses_that_are_stored_replaced_and_removed_with
     data_dir = tmp_path / "index"
     data_dir.mkdir()
     shutil.copy(index.index_path(built_dir), index.index_path(data_dir))
-    path = _law(tmp_path / "ley.jsonl", _rows(["cuando cortan las ramas de los palos de la calle"]))
+    path = write_jsonl(tmp_path / "ley.jsonl", _rows(["cuando cortan las ramas de los palos de la calle"]))
     parsed = read_norms(path, ImportOptions(expected_sha256=None))
     assert parsed[0].glosses == {1: ("cuando cortan las ramas de los palos de la calle",)}
     store.put_norms(data_dir, parsed)
@@ -139,7 +134,9 @@ def test_a_teams_jsonl_carries_glosses_that_are_stored_replaced_and_removed_with
     assert f"{corpus.DOCUMENT_NAME}\t328 articles, {shipped} glosses\tconstitution" in listed
     assert store.is_current(data_dir, parsed[0].info, parsed[0].glosses)
 
-    changed = read_norms(_law(path, _rows(["en que epoca del año podan los arboles del barrio"])), ImportOptions())
+    changed = read_norms(
+        write_jsonl(path, _rows(["en que epoca del año podan los arboles del barrio"])), ImportOptions()
+    )
     assert changed[0].info.source_sha256 != parsed[0].info.source_sha256
     assert not store.is_current(data_dir, parsed[0].info, changed[0].glosses)  # same text, other glosses: re-import
     store.put_norms(data_dir, changed)
@@ -170,7 +167,7 @@ def test_bad_glosses_are_refused_naming_the_line(tmp_path: Path, value: object, 
     rows = _rows(None)
     rows[1]["glosses"] = value
     with pytest.raises(NormError, match=rf"ley\.jsonl:2: .*{message}"):
-        read_norms(_law(tmp_path / "ley.jsonl", rows), ImportOptions(expected_sha256=None))
+        read_norms(write_jsonl(tmp_path / "ley.jsonl", rows), ImportOptions(expected_sha256=None))
 
 
 def test_the_constitution_json_brings_its_glosses_with_it(constitution_path: Path) -> None:
@@ -197,10 +194,7 @@ def test_an_index_the_server_cannot_write_is_served_without_glosses_rather_than_
 
 
 def _glosses_file(path: Path, rows: dict[str, list[str]]) -> Path:
-    path.write_text(
-        "\n".join(json.dumps({"article": k, "glosses": v}, ensure_ascii=False) for k, v in rows.items()), "utf-8"
-    )
-    return path
+    return write_jsonl(path, [{"article": k, "glosses": v} for k, v in rows.items()])
 
 
 def test_a_glosses_file_gives_a_published_law_its_glosses_by_article_label(tmp_path: Path) -> None:
@@ -248,4 +242,4 @@ def test_one_glosses_file_cannot_serve_a_file_of_several_norms(tmp_path: Path) -
     rows = [{"norm": f"Ley {n} de 2099", "article": "1", "text": "Texto del artículo."} for n in (1, 2)]
     source = _glosses_file(tmp_path / "glosas.jsonl", {"1": ["una glosa para el primer articulo"]})
     with pytest.raises(NormError, match=r"holds 2 norms; give their glosses on the \.jsonl lines"):
-        read_norms(_law(tmp_path / "dos.jsonl", rows), ImportOptions(expected_sha256=None, glosses=source))
+        read_norms(write_jsonl(tmp_path / "dos.jsonl", rows), ImportOptions(expected_sha256=None, glosses=source))

@@ -30,7 +30,7 @@ from panama_law.schema import to_source
 from panama_law.search import Searcher
 from panama_law.settings import ServerSettings
 from panama_law.sources import ImportOptions
-from tests.norm_fixtures import LEY_EVAL, LEY_NAME, LEY_TXT
+from tests.norm_fixtures import LEY_EVAL, LEY_NAME, LEY_TXT, write_jsonl
 
 CONSTITUTION = corpus.DOCUMENT_NAME
 
@@ -40,9 +40,7 @@ def _digest(path: Path) -> str:
 
 
 def _jsonl(path: Path, norm: str, texts: list[str], **meta: str) -> Path:
-    rows = [{"norm": norm, "article": str(i), "text": t, **meta} for i, t in enumerate(texts, 1)]
-    path.write_text("\n".join(json.dumps(r, ensure_ascii=False) for r in rows), encoding="utf-8")
-    return path
+    return write_jsonl(path, [{"norm": norm, "article": str(i), "text": t, **meta} for i, t in enumerate(texts, 1)])
 
 
 @pytest.fixture(scope="session")

@@ -4,7 +4,6 @@ print artefacts, the .jsonl format, and one clear refusal for each kind of bad i
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -13,7 +12,15 @@ from panama_law.norms import NormError, parse_label
 from panama_law.pdftext import clean_lines, dehyphenate, pdf_lines
 from panama_law.sources import ImportOptions, read_norms
 from panama_law.splitter import split_articles
-from tests.norm_fixtures import LEY_NAME, LEY_TXT, RUNNING_FOOTER, RUNNING_HEADER, ley_pdf_bytes, scanned_pdf_bytes
+from tests.norm_fixtures import (
+    LEY_NAME,
+    LEY_TXT,
+    RUNNING_FOOTER,
+    RUNNING_HEADER,
+    ley_pdf_bytes,
+    scanned_pdf_bytes,
+    write_jsonl,
+)
 
 HEADINGS = """
 PREÁMBULO QUE NO ES ARTÍCULO
@@ -134,13 +141,8 @@ def test_scanned_or_broken_pdfs_are_refused_with_one_clear_line(tmp_path: Path) 
         read_norms(broken, ImportOptions(norm="Ley rota"))
 
 
-def _jsonl(path: Path, rows: list[dict[str, object]]) -> Path:
-    path.write_text("\n".join(json.dumps(r, ensure_ascii=False) for r in rows) + "\n", encoding="utf-8")
-    return path
-
-
 def test_jsonl_gives_norms_with_their_articles_headings_and_metadata(tmp_path: Path) -> None:
-    path = _jsonl(
+    path = write_jsonl(
         tmp_path / "estructurada.jsonl",
         [
             {"norm": "Ley sintética 3", "article": 1, "text": "Uno.", "headings": ["Título I"], "gaceta": "123"},
@@ -174,7 +176,7 @@ def test_jsonl_gives_norms_with_their_articles_headings_and_metadata(tmp_path: P
 )
 def test_bad_jsonl_is_refused_naming_the_problem(tmp_path: Path, rows: list[dict[str, object]], message: str) -> None:
     with pytest.raises(NormError, match=message):
-        read_norms(_jsonl(tmp_path / "mala.jsonl", rows))
+        read_norms(write_jsonl(tmp_path / "mala.jsonl", rows))
 
 
 def test_article_labels_parse_as_published() -> None:
