@@ -199,8 +199,12 @@ def refresh_glosses(data_dir: Path, name: str, glossed: dict[int, tuple[str, ...
         if row is None:
             return False
         ids = [int(r[0]) for r in db.execute("SELECT id FROM articles WHERE norm = ? ORDER BY id", (row[0],))]
-        _write_glosses(db, int(row[0]), ids, {p: g for p, g in glossed.items() if p < len(ids)})
-    log.info("norm glosses refreshed: %d", sum(len(g) for g in glossed.values()))
+        kept = {p: g for p, g in glossed.items() if p < len(ids)}
+        _write_glosses(db, int(row[0]), ids, kept)
+    dropped = len(glossed) - len(kept)
+    if dropped:  # the norm was re-imported shorter since its articles were read: say so rather than lose them quietly
+        log.warning("norm glosses refreshed without %d articles' glosses: the norm changed meanwhile", dropped)
+    log.info("norm glosses refreshed: %d", sum(len(g) for g in kept.values()))
     return True
 
 

@@ -107,6 +107,19 @@ def test_an_index_from_before_glosses_gets_them_at_start_without_reembedding_art
     assert index.index_path(tmp_path).stat().st_mtime_ns == stamp
 
 
+def test_a_refresh_that_outruns_a_shorter_reimport_says_which_glosses_it_left_out(
+    tmp_path: Path, built_dir: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Articles read, then the norm re-imported with fewer of them before the glosses are written: the glosses of
+    # articles it no longer has cannot be stored, and the operator is told instead of finding them gone.
+    shutil.copy(index.index_path(built_dir), index.index_path(tmp_path))
+    glossed = {0: ("que tipo de pais es panama",), 400: ("un articulo que esta edicion ya no tiene",)}
+    with caplog.at_level("WARNING", logger="panama_law.store"):
+        assert store.refresh_glosses(tmp_path, corpus.DOCUMENT_NAME, glossed)
+    assert "without 1 articles' glosses" in caplog.text
+    assert index.norm_glosses(tmp_path, corpus.DOCUMENT_NAME) == {0: glossed[0]}
+
+
 def _rows(glossed: list[str] | None) -> list[dict[str, object]]:
     rows: list[dict[str, object]] = [
         {"norm": "Ley de glosas 1 de 2099", "article": "1", "text": "Los vecinos podrán pedir la poda del arbolado."},
