@@ -154,6 +154,7 @@ class JobAdmission:
 # What a job imports beyond the framework's plugins, imported once in livekit-agents' forkserver so that
 # every job process inherits it copy-on-write instead of importing it again while its room waits.
 PRELOAD_MODULES = [
+    "agent.voice.prebuilt",
     "agent.voice.conversation",
     "agent.voice.observers",
     "agent.voice.model_link",

@@ -164,6 +164,27 @@ def test_a_job_ending_leaves_the_other_conversations_tracing_and_gauges(
             provider.shutdown()
 
 
+def test_the_forkserver_builds_the_realtime_event_models_so_job_processes_do_not(reload_worker: Any) -> None:
+    # openai's models build their validators on first use; built before the fork, no job pays for them again.
+    worker = reload_worker()
+    script = (
+        "import importlib, inspect, pkgutil, pydantic\n"
+        f"for name in {worker.PRELOAD_MODULES!r}: importlib.import_module(name)\n"
+        "import openai.types.realtime as rt\n"
+        "pending = []\n"
+        "for info in pkgutil.iter_modules(rt.__path__, rt.__name__ + '.'):\n"
+        "    module = importlib.import_module(info.name)\n"
+        "    pending += [n for n, v in vars(module).items() if inspect.isclass(v)\n"
+        "                and issubclass(v, pydantic.BaseModel) and v.__module__ == module.__name__\n"
+        "                and not v.__pydantic_complete__]\n"
+        "print(len(pending), pending[:5])\n"
+    )
+    env = {**os.environ, "LEXVOZ_REHEARSAL": "1"}
+    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "0 []"
+
+
 def test_a_job_process_imports_nothing_the_forkserver_has_not_already_imported(reload_worker: Any) -> None:
     # Job processes fork from livekit-agents' forkserver; what they import themselves is paid again by every
     # job while its room waits (seconds each on two cores). Preloading must also stay fork-safe: no threads.
