@@ -10,6 +10,11 @@ afterEach(cleanup);
 const agent = { kind: ParticipantKind.AGENT };
 const XSS = '<img src=x onerror=alert(1)>';
 
+/** A `completed` message for call 'a' of turn 1 with these sources (the tool's duration is only asserted once). */
+function completed(sources: unknown[], toolDurationMs = 1): Record<string, unknown> {
+  return { v: 1, type: 'completed', call_id: 'a', turn: 1, tool_duration_ms: toolDurationMs, sources };
+}
+
 function stateFrom(...messages: unknown[]): ResearchState {
   return messages.reduce<ResearchState>(
     (s, m) => researchReducer(s, { type: 'received', sender: agent, payload: JSON.stringify(m) }),
@@ -28,14 +33,7 @@ describe('ResearchPanel', () => {
       <ResearchPanel
         state={stateFrom(
           { v: 1, type: 'started', call_id: 'a', turn: 1, query: XSS },
-          {
-            v: 1,
-            type: 'completed',
-            call_id: 'a',
-            turn: 1,
-            tool_duration_ms: 87.6,
-            sources: [{ title: XSS, citation: XSS, excerpt: XSS, gaceta: XSS, official_source_name: XSS }],
-          },
+          completed([{ title: XSS, citation: XSS, excerpt: XSS, gaceta: XSS, official_source_name: XSS }], 87.6),
         )}
       />,
     );
@@ -50,13 +48,8 @@ describe('ResearchPanel', () => {
   it('links only to http(s) sources, in a new tab without referrer or opener', () => {
     render(
       <ResearchPanel
-        state={stateFrom({
-          v: 1,
-          type: 'completed',
-          call_id: 'a',
-          turn: 1,
-          tool_duration_ms: 1,
-          sources: [
+        state={stateFrom(
+          completed([
             {
               title: 'Ley 1',
               citation: 'Art. 1',
@@ -67,8 +60,8 @@ describe('ResearchPanel', () => {
               official_source_url: 'https://www.gacetaoficial.gob.pa/x',
             },
             { title: 'Ley 2', citation: 'Art. 2', excerpt: 'y', official_source_url: 'javascript:alert(1)' },
-          ],
-        })}
+          ]),
+        )}
       />,
     );
     const cards = screen.getAllByTestId('source-card');
@@ -87,13 +80,8 @@ describe('ResearchPanel', () => {
     const ley = 'Ley de prueba 7 de 2099';
     render(
       <ResearchPanel
-        state={stateFrom({
-          v: 1,
-          type: 'completed',
-          call_id: 'a',
-          turn: 1,
-          tool_duration_ms: 1,
-          sources: [
+        state={stateFrom(
+          completed([
             {
               title: 'Título IV. DEL PRÉSTAMO DE BICICLETAS PÚBLICAS · Capítulo II. Tarifas, daños y extravíos',
               citation: `${ley}, artículo 31`,
@@ -108,8 +96,8 @@ describe('ResearchPanel', () => {
               citation: 'Constitución Política, artículo 72',
               excerpt: 'Se protege la maternidad…',
             },
-          ],
-        })}
+          ]),
+        )}
       />,
     );
     const [first, bare, legacy] = screen.getAllByTestId('source-card');
