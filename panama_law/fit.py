@@ -277,11 +277,6 @@ def fit_abstain(
     scores = x @ coef + bias
     cut = threshold(scores, y)
     abstain = (scores < cut) | mask
-    # The same procedure without the lexicon's signal, for questions whose top article is from another norm.
-    plain = [name for name in chosen if name != "log1p(expansion_terms)"]
-    x_plain = np.array([[CANDIDATES[n](s) for n in plain] for s in sigs])
-    plain_coef, plain_bias = fit_logistic(x_plain, y)
-    plain_cut = threshold(x_plain @ plain_coef + plain_bias, y)
     return {
         "in_scope": n_in,
         "out_of_scope": n_out,
@@ -295,12 +290,6 @@ def fit_abstain(
             "rules": list(rules),
             "in_sample_in_scope_lost": int(np.sum(abstain & (y == 1))),
             "in_sample_out_of_scope_abstained": int(np.sum(abstain & (y == 0))),
-        },
-        "plain_model": {
-            "features": plain,
-            "weights": [round(float(c), 2) for c in plain_coef],
-            "bias": round(plain_bias, 2),
-            "abstain_below": round(plain_cut, 3),
         },
     }
 
