@@ -7,7 +7,8 @@ Two kinds of question look constitutional to every retrieval signal and still ha
   capital or US state from `gazetteer`, or "la ley colombiana") and never in Panama is about some other law. A
   question about foreigners *in* Panama stays in scope: "soy colombiano, ¿puedo votar en Panamá?" names Panama,
   "soy de Colombia" or "un gringo" speak of a person's origin, "nací en Miami" of a birth, "me extraditan a
-  Estados Unidos" or "el tratado con Estados Unidos" of an act of the Panamanian state.
+  Estados Unidos" or "el tratado con Estados Unidos" of an act of the Panamanian state (unless the question opens
+  abroad: "en Canadá, ¿a un turista lo pueden deportar...?").
 * **Statutory detail.** "¿Cuántos días de vacaciones me tocan?", "¿de cuánto es la multa?": the Constitution
   says that workers have paid holidays and that the law sets fines, never how many days or how much money. A
   question that asks for a quantity (an amount of money, a percentage, a number of some unit, an age, a
@@ -91,9 +92,14 @@ def _jurisdiction_cue(tokens: Sequence[str], start: int, end: int) -> bool:
 def foreign_jurisdiction(query: str) -> bool:
     """Whether `query` is set in another country's legal order and nowhere says it is about Panama."""
     tokens = _tokens(query)
-    if any(t in _PANAMA for t in tokens) or any(t.startswith(_RELATION_PREFIXES) for t in tokens):
+    if any(t in _PANAMA for t in tokens):
         return False
-    if any(_jurisdiction_cue(tokens, start, end) for start, end in _place_spans(tokens)):
+    spans = list(_place_spans(tokens))
+    # "En Estados Unidos, ¿a un extranjero lo pueden deportar por...?" opens abroad: the deportation is theirs.
+    opens_abroad = any(start == 1 and tokens[0] == "en" for start, _ in spans)
+    if not opens_abroad and any(t.startswith(_RELATION_PREFIXES) for t in tokens):
+        return False
+    if any(_jurisdiction_cue(tokens, start, end) for start, end in spans):
         return True
     return any(t in DEMONYMS and i > 0 and tokens[i - 1] in _INSTITUTIONS for i, t in enumerate(tokens))
 
@@ -194,8 +200,8 @@ def asked_quantity(query: str) -> Asked | None:
                 continue
             interrogative = True
             _how_much(token, after, units, about)
-            # "¿de cuánto es ...?": some amount, of a kind the rest of the question may name.
-            some_amount |= token == "cuanto" and before[-1:] == ["de"] and after[:1] in (["es"], ["son"])
+            # "¿(de) cuánto es ...?": some amount, of a kind the rest of the question may name.
+            some_amount |= token == "cuanto" and after[:1] in (["es"], ["son"])
         elif token == "edad" and before[-1:] == ["que"]:
             units |= _YEAR
         elif token == "hora" and before == ["a", "que"]:

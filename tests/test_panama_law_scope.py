@@ -22,6 +22,7 @@ from panama_law.text import stem
         "México todavía tiene pena de muerte",
         "la policía gringa puede entrar a mi casa sin orden",
         "cuántos senadores tiene Estados Unidos",
+        "en Canadá a un turista lo pueden deportar por manejar borracho",  # opens abroad: their deportation
     ],
 )
 def test_a_question_set_in_another_country_is_foreign(question: str) -> None:
@@ -36,6 +37,7 @@ def test_a_question_set_in_another_country_is_foreign(question: str) -> None:
         "un venezolano puede trabajar de médico",  # a demonym naming a person
         "nací en Miami de madre panameña, soy panameño",  # a birth abroad
         "me quieren extraditar a Estados Unidos",  # an act of the Panamanian state
+        "me van a deportar a Colombia por tener los papeles vencidos",
         "qué dice el tratado de neutralidad con Estados Unidos",
         "los gringos pueden comprar tierras cerca de la frontera",
         "el país tiene a Estados Unidos como aliado",  # a country that is not the question's subject
@@ -50,6 +52,8 @@ def test_quantities_asked_name_their_unit_and_what_they_count() -> None:
     assert holidays is not None and holidays.units == {stem("días")} and holidays.about == {stem("vacaciones")}
     fine = asked_quantity("de cuánto es la multa por tirar basura")
     assert fine is not None and fine.units == {MONEY}
+    amount = asked_quantity("cuánto es la cuota del seguro que me descuentan")  # "cuánto es" alone: some amount
+    assert amount is not None and {MONEY, PERCENT, stem("días")} <= amount.units
     share = asked_quantity("qué porcentaje del presupuesto va a la universidad")
     assert share is not None and PERCENT in share.units
     opening = asked_quantity("a qué hora abren las oficinas del registro")
