@@ -164,12 +164,24 @@ def test_a_job_ending_leaves_the_other_conversations_tracing_and_gauges(
             provider.shutdown()
 
 
+def _after_preload(worker: Any, then: str) -> str:
+    """What `then` prints in a fresh interpreter that has imported what the forkserver preloads, and no more."""
+    script = (
+        "import importlib, sys, threading\n"
+        "import livekit.plugins.openai, livekit.plugins.silero\n"
+        f"for name in {worker.PRELOAD_MODULES!r}: importlib.import_module(name)\n"
+    ) + then
+    env = {**os.environ, "LEXVOZ_REHEARSAL": "1"}
+    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    return out.stdout.strip()
+
+
 def test_the_forkserver_builds_the_realtime_event_models_so_job_processes_do_not(reload_worker: Any) -> None:
     # openai's models build their validators on first use; built before the fork, no job pays for them again.
-    worker = reload_worker()
-    script = (
-        "import importlib, inspect, pkgutil, pydantic\n"
-        f"for name in {worker.PRELOAD_MODULES!r}: importlib.import_module(name)\n"
+    pending = _after_preload(
+        reload_worker(),
+        "import inspect, pkgutil, pydantic\n"
         "import openai.types.realtime as rt\n"
         "pending = []\n"
         "for info in pkgutil.iter_modules(rt.__path__, rt.__name__ + '.'):\n"
@@ -177,12 +189,9 @@ def test_the_forkserver_builds_the_realtime_event_models_so_job_processes_do_not
         "    pending += [n for n, v in vars(module).items() if inspect.isclass(v)\n"
         "                and issubclass(v, pydantic.BaseModel) and v.__module__ == module.__name__\n"
         "                and not v.__pydantic_complete__]\n"
-        "print(len(pending), pending[:5])\n"
+        "print(len(pending), pending[:5])\n",
     )
-    env = {**os.environ, "LEXVOZ_REHEARSAL": "1"}
-    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr[-2000:]
-    assert out.stdout.strip() == "0 []"
+    assert pending == "0 []"
 
 
 def test_a_job_process_imports_nothing_the_forkserver_has_not_already_imported(reload_worker: Any) -> None:
@@ -190,16 +199,11 @@ def test_a_job_process_imports_nothing_the_forkserver_has_not_already_imported(r
     # job while its room waits (seconds each on two cores). Preloading must also stay fork-safe: no threads.
     worker = reload_worker()
     assert worker.server._preload_modules == worker.PRELOAD_MODULES
-    script = (
-        "import importlib, sys, threading\n"
-        "import livekit.plugins.openai, livekit.plugins.silero\n"
-        f"for name in {worker.PRELOAD_MODULES!r}: importlib.import_module(name)\n"
+    imported = _after_preload(
+        worker,
         "assert threading.active_count() == 1, threading.enumerate()\n"
         "before = set(sys.modules)\n"
         "import agent.worker\n"
-        "print(sorted(set(sys.modules) - before))\n"
+        "print(sorted(set(sys.modules) - before))\n",
     )
-    env = {**os.environ, "LEXVOZ_REHEARSAL": "1"}
-    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr[-2000:]
-    assert out.stdout.strip() == "['agent.worker']"
+    assert imported == "['agent.worker']"
