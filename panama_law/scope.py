@@ -139,6 +139,8 @@ _MONEY_NOUNS = frozenset(
 _PERCENT_NOUNS = frozenset("porcentaje tasa".split())
 _DURATION_WORDS = frozenset("tiempo dura duran durar demora demoran tarda tardan tardar plazo".split())
 _QUANTITY = frozenset("cuanto cuanta cuantos cuantas".split())
+# "¿Cuánto me toca?", "¿cuánto le corresponde?": someone's share of something, an amount of whatever it is.
+_SHARE_VERBS = frozenset("toca tocan corresponde corresponden".split())
 # "¿Quién decide cuánto se cobra?" asks who decides, not how much: the quantity is inside an indirect question.
 _INDIRECT = frozenset("quien quienes decide deciden fija fijan establece establecen determina determinan".split())
 _SKIP = frozenset("de del la el los las se me le te nos les".split())
@@ -192,7 +194,7 @@ def asked_quantity(query: str) -> Asked | None:
     about: set[str] = set()
     interrogative = some_amount = indirect = False
     for i, token in enumerate(tokens):
-        after = tokens[i + 1 : i + 4]
+        after = tokens[i + 1 : i + 5]
         before = tokens[max(i - 2, 0) : i]
         indirect |= i > 0 and tokens[i - 1] in _INDIRECT
         if token in _QUANTITY:
@@ -201,7 +203,9 @@ def asked_quantity(query: str) -> Asked | None:
             interrogative = True
             _how_much(token, after, units, about)
             # "¿(de) cuánto es ...?": some amount, of a kind the rest of the question may name.
-            some_amount |= token == "cuanto" and after[:1] in (["es"], ["son"])
+            some_amount |= token == "cuanto" and (
+                after[:1] in (["es"], ["son"]) or any(t in _SHARE_VERBS for t in after[:2])
+            )
         elif token == "edad" and before[-1:] == ["que"]:
             units |= _YEAR
         elif token == "hora" and before == ["a", "que"]:

@@ -54,6 +54,10 @@ def test_quantities_asked_name_their_unit_and_what_they_count() -> None:
     assert fine is not None and fine.units == {MONEY}
     amount = asked_quantity("cuánto es la cuota del seguro que me descuentan")  # "cuánto es" alone: some amount
     assert amount is not None and {MONEY, PERCENT, stem("días")} <= amount.units
+    owed = asked_quantity("cuánto me tienen que pagar si cierran la fábrica")  # the verb four words on
+    assert owed is not None and MONEY in owed.units
+    share = asked_quantity("cuánto me toca de la herencia de mi abuelo")  # someone's share: some amount
+    assert share is not None and {MONEY, PERCENT} <= share.units
     share = asked_quantity("qué porcentaje del presupuesto va a la universidad")
     assert share is not None and PERCENT in share.units
     opening = asked_quantity("a qué hora abren las oficinas del registro")
