@@ -93,6 +93,9 @@ class Settings(BaseSettings):
     # conversation costs the worker about a fifth of a core, and livekit-server and the search server often
     # share the host (a 2-core host carried 3 people within the time-to-be-heard goal and saturated at 5).
     max_jobs: int = Field(default_factory=_default_max_jobs, ge=1, le=1000, alias="LEXVOZ_MAX_JOBS")
+    # livekit-server's `agents.target_load` (its default 0.7): it offers a room only to a worker whose reported
+    # load is below it, so the worker scales its share of job slots to it and reads as full exactly at max_jobs.
+    livekit_target_load: float = Field(default=0.7, gt=0.0, le=1.0, alias="LEXVOZ_LIVEKIT_TARGET_LOAD")
     # "process": one process per job (livekit-agents' default); "thread": jobs share the worker's process (one
     # thread and event loop each), far less memory, but a native-library panic in one room's connection ends
     # every conversation of that process (seen under CPU starvation and in the two-node tests), so opt-in only.

@@ -110,13 +110,18 @@ def running_jobs(server: AgentServer) -> int:
 
 
 def job_load(server: AgentServer) -> float:
-    """Load as the share of job slots in use: what LiveKit compares when it picks a worker for a room.
+    """Load as the share of job slots in use, scaled to livekit-server's target load: what it compares when it
+    picks a worker for a room.
 
     The default reports the whole machine's CPU, which on a small host that also runs livekit-server and the
     search server says little about this worker. A realtime conversation costs this process a bounded share
     (the model runs remotely), and the job limit is what admission counts, so load is counted in jobs too.
+    livekit-server offers a room only while a worker's load is below its `agents.target_load` (0.7 unless
+    configured): reported unscaled, a worker with 4 slots looked full with 3 conversations, and a room that
+    arrived then never got an agent. Scaled, it reads as full exactly when admission would refuse.
     """
-    return min(1.0, running_jobs(server) / settings.max_jobs)
+    in_use = running_jobs(server) + admission.starting
+    return settings.livekit_target_load * min(1.0, in_use / settings.max_jobs)
 
 
 class JobAdmission:
@@ -134,6 +139,11 @@ class JobAdmission:
         self._max_jobs = max_jobs
         self._running = running
         self._starting = 0
+
+    @property
+    def starting(self) -> int:
+        """Jobs accepted and not yet running."""
+        return self._starting
 
     @property
     def in_use(self) -> int:

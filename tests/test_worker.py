@@ -45,11 +45,17 @@ def worker(monkeypatch: pytest.MonkeyPatch):
     get_settings.cache_clear()
 
 
-def test_load_is_the_share_of_job_slots_not_cpu(worker) -> None:
+def test_load_is_the_share_of_job_slots_scaled_so_livekit_offers_rooms_until_the_last_slot(worker) -> None:
+    # livekit-server offers a room to a worker only while max(0, target_load - load) > 0 (agents.target_load,
+    # 0.7 by default): with the share reported as it is, 3 of 4 slots (0.75) already refused the fourth room.
     def load(jobs: int) -> float:
-        return worker.job_load(SimpleNamespace(active_jobs=[object()] * jobs))
+        return float(worker.job_load(SimpleNamespace(active_jobs=[object()] * jobs)))
 
-    assert [load(n) for n in (0, 1, 2, 4, 9)] == [0.0, 0.25, 0.5, 1.0, 1.0]
+    target = worker.settings.livekit_target_load
+    assert target == 0.7
+    offered = [max(0.0, target - load(n)) > 0 for n in range(6)]
+    assert offered == [True, True, True, True, False, False]  # LEXVOZ_MAX_JOBS=4
+    assert load(2) == pytest.approx(target / 2) and load(9) == pytest.approx(target)
 
 
 def test_log_redaction_is_installed_once_on_every_root_handler(worker) -> None:
