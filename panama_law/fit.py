@@ -17,7 +17,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -249,6 +249,24 @@ def _rule_mask(sigs: Sequence[Signals], rules: Sequence[str]) -> np.ndarray:
     return np.array([any(SCOPE_RULES[r](s) for r in rules) for s in sigs], dtype=bool)
 
 
+class AbstainFit(NamedTuple):
+    """One abstain model fitted on labelled questions: what `SearchConfig` holds (unrounded), and each question's
+    score under it."""
+
+    weights: np.ndarray
+    bias: float
+    cut: float
+    scores: np.ndarray
+
+
+def fit_model(sigs: Sequence[Signals], y: np.ndarray, features: Sequence[str]) -> AbstainFit:
+    """The abstain model on these questions' signals: logistic regression on `features`, cut by `threshold`."""
+    x = np.array([[CANDIDATES[n](s) for n in features] for s in sigs])
+    coef, bias = fit_logistic(x, y)
+    scores = x @ coef + bias
+    return AbstainFit(coef, bias, threshold(scores, y), scores)
+
+
 def fit_abstain(
     searcher: Searcher, items: list[EvalItem], chosen: Sequence[str], rules: Sequence[str] = ()
 ) -> dict[str, Any]:
@@ -271,12 +289,8 @@ def fit_abstain(
                     "cost": round(REFUSE_COST * lost + (n_out - abst), 2),
                 }
             table.append(row)
-    mask = _rule_mask(sigs, rules)
-    x = np.array([[CANDIDATES[n](s) for n in chosen] for s in sigs])
-    coef, bias = fit_logistic(x, y)
-    scores = x @ coef + bias
-    cut = threshold(scores, y)
-    abstain = (scores < cut) | mask
+    fitted = fit_model(sigs, y, chosen)
+    abstain = (fitted.scores < fitted.cut) | _rule_mask(sigs, rules)
     return {
         "in_scope": n_in,
         "out_of_scope": n_out,
@@ -284,9 +298,9 @@ def fit_abstain(
         "cv_table": table,
         "chosen": {
             "features": list(chosen),
-            "weights": [round(float(c), 2) for c in coef],
-            "bias": round(bias, 2),
-            "abstain_below": round(cut, 3),
+            "weights": [round(float(c), 2) for c in fitted.weights],
+            "bias": round(fitted.bias, 2),
+            "abstain_below": round(fitted.cut, 3),
             "rules": list(rules),
             "in_sample_in_scope_lost": int(np.sum(abstain & (y == 1))),
             "in_sample_out_of_scope_abstained": int(np.sum(abstain & (y == 0))),

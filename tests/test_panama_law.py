@@ -341,7 +341,7 @@ def test_the_shipped_abstain_model_is_what_fit_abstain_gives_on_the_development_
     """The constants in `SearchConfig` are reproducible: the documented procedure on the documented files gives them
     back. A change to the glosses, the rankings or the signals that moves them must refit them, not drift."""
     from panama_law.evaluate import load_items
-    from panama_law.fit import CANDIDATES
+    from panama_law.fit import fit_model
     from panama_law.search import ABSTAIN_FEATURES
     from tests.constitution import REPO_ROOT
 
@@ -351,13 +351,11 @@ def test_the_shipped_abstain_model_is_what_fit_abstain_gives_on_the_development_
     names = ("dev_extra", "calibration", "heldout", "heldout_callers")
     items = load_items(visible) + [i for n in names for i in load_items(REPO_ROOT / "bench" / "eval" / f"{n}.jsonl")]
     sigs = [searcher.signals(item.question)[0] for item in items]
-    x = np.array([[CANDIDATES[name](sig) for name in ABSTAIN_FEATURES] for sig in sigs])
-    y = np.array([1 if item.gold else 0 for item in items])
-    coef, bias = fit_logistic(x, y)
+    fitted = fit_model(sigs, np.array([1 if item.gold else 0 for item in items]), ABSTAIN_FEATURES)
     cfg = searcher.config
-    assert [round(float(c), 2) for c in coef] == [cfg.abstain_w_dense, cfg.abstain_w_lex]
-    assert round(bias, 2) == cfg.abstain_bias
-    assert round(threshold(x @ coef + bias, y), 3) == cfg.abstain_below
+    assert [round(float(c), 2) for c in fitted.weights] == [cfg.abstain_w_dense, cfg.abstain_w_lex]
+    assert round(fitted.bias, 2) == cfg.abstain_bias
+    assert round(fitted.cut, 3) == cfg.abstain_below
 
 
 def test_abstain_cut_refuses_fewer_answerable_questions_when_refusing_costs_more() -> None:
