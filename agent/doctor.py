@@ -45,10 +45,6 @@ class CheckFailed(Exception):
         self.fix = fix
 
 
-def _http_base(livekit_url: str) -> str:
-    return livekit_url.replace("wss://", "https://", 1).replace("ws://", "http://", 1)
-
-
 def _livekit_failure(exc: Exception) -> CheckFailed:
     if isinstance(exc, api.TwirpError) and exc.status in (401, 403):
         return CheckFailed(
@@ -66,7 +62,7 @@ def _livekit_failure(exc: Exception) -> CheckFailed:
 async def check_livekit(settings: Settings) -> str:
     try:
         async with api.LiveKitAPI(
-            _http_base(settings.livekit_url),
+            settings.livekit_http_url,
             settings.livekit_api_key,
             settings.livekit_api_secret.get_secret_value(),
             timeout=aiohttp.ClientTimeout(total=HTTP_TIMEOUT_S),
@@ -82,7 +78,7 @@ async def check_dispatch(settings: Settings) -> str:
     room = f"lexvoz-doctor-{secrets.token_hex(4)}"
     try:
         async with api.LiveKitAPI(
-            _http_base(settings.livekit_url),
+            settings.livekit_http_url,
             settings.livekit_api_key,
             settings.livekit_api_secret.get_secret_value(),
             timeout=aiohttp.ClientTimeout(total=HTTP_TIMEOUT_S),

@@ -133,6 +133,8 @@ class Settings(BaseSettings):
     token_ttl_s: int = Field(default=600, ge=30, le=900, alias="LEXVOZ_TOKEN_TTL_S")
     token_requests_per_minute: int = Field(default=10, ge=1, le=1000, alias="LEXVOZ_TOKEN_REQUESTS_PER_MINUTE")
     resume_ttl_s: int = Field(default=600, ge=30, le=3600, alias="LEXVOZ_RESUME_TTL_S")
+    # A room asks again for an agent (`POST /api/agent`) at most this often while none has joined it.
+    agent_retry_s: float = Field(default=5.0, ge=1, le=300, alias="LEXVOZ_AGENT_RETRY_S")
     # Comma-separated origins allowed to call /api/session; unset means "the page's own origin only".
     allowed_origins: str | None = Field(default=None, alias="LEXVOZ_ALLOWED_ORIGINS")
     web_header_timeout_s: float = Field(default=10.0, gt=0, le=120, alias="LEXVOZ_WEB_HEADER_TIMEOUT_S")
@@ -220,6 +222,11 @@ class Settings(BaseSettings):
                 "(livekit-server generate-keys)"
             )
         return self
+
+    @property
+    def livekit_http_url(self) -> str:
+        """The server API's base URL (LiveKit serves its HTTP API on the same address as its WebSocket)."""
+        return self.livekit_url.replace("wss://", "https://", 1).replace("ws://", "http://", 1)
 
     @property
     def allowed_origin_list(self) -> tuple[str, ...]:

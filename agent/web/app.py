@@ -6,8 +6,9 @@ The same origin serves the page, which keeps the browser's Content-Security-Poli
 plus the LiveKit URL) and lets the page call `/api/session` without CORS.
 
 This module assembles the app (routes, security headers, error shape) and runs it; the pieces live beside
-it: `session` (the API), `tokens` (rooms, join and resume tokens), `static` (the page), `limits` (rate
-limits, log throttling, read timeouts). Run it with `python -m agent web`. It listens on loopback by default.
+it: `session` (the API), `dispatch` (asking again for an agent), `tokens` (rooms, join and resume tokens),
+`static` (the page), `limits` (rate limits, log throttling, read timeouts). Run it with `python -m agent web`.
+It listens on loopback by default.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import Final
 from aiohttp import web
 
 from agent.settings import Settings, SettingsError, get_settings
+from agent.web.dispatch import AGENTS_KEY, AgentRequests, LiveKitRooms, request_agent
 from agent.web.limits import LogThrottle, PeerRateLimiter, runner_options
 from agent.web.session import (
     LIMITER_KEY,
@@ -100,7 +102,11 @@ def create_app(settings: Settings, *, static_dir: Path | None = None) -> web.App
     app[THROTTLE_KEY] = LogThrottle(log)
     app[STATIC_DIR_KEY] = static_dir if static_dir is not None else settings.web_dist
     app[CSP_KEY] = content_security_policy(settings)
+    rooms = LiveKitRooms(settings)
+    app[AGENTS_KEY] = AgentRequests(settings, rooms)
+    app.on_cleanup.append(lambda _app: rooms.aclose())
     app.router.add_post("/api/session", create_session)
+    app.router.add_post("/api/agent", request_agent)
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/{tail:(?!api/).*}", serve_page)
     return app

@@ -158,8 +158,13 @@ def require_livekit_server() -> None:
         pytest.skip(f"livekit-server not available (run `make livekit-server`): {exc}")
 
 
-@pytest.fixture(scope="module")
-def e2e_stack(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[E2EStack]:
+def running_stack(
+    request: pytest.FixtureRequest,
+    tmp_path_factory: pytest.TempPathFactory,
+    *,
+    worker_env: dict[str, str] | None = None,
+) -> Iterator[E2EStack]:
+    """Start the stack for a test module and stop it after; `worker_env` adds worker settings (a job limit)."""
     source = constitution.require()
     require_livekit_server()
 
@@ -180,6 +185,7 @@ def e2e_stack(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathF
         ledger_path=base / "ledger.sqlite3",
         standin_args=["--speed", str(STANDIN_SPEED), "--fallback-transcript", QUESTION],
         worker_args=["--dev"],
+        worker_env=dict(worker_env or {}),
         search_env={"PANAMA_LAW_TEST_DELAY_MS": str(SEARCH_DELAY_MS)},
     )
     stack = Stack(options)
@@ -196,6 +202,11 @@ def e2e_stack(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathF
     finally:
         del request.config.stash[STACK_KEY]
         stack.stop()
+
+
+@pytest.fixture(scope="module")
+def e2e_stack(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[E2EStack]:
+    yield from running_stack(request, tmp_path_factory)
 
 
 @pytest.hookimpl(wrapper=True)

@@ -1,0 +1,233 @@
+"""`POST /api/agent`: ask again for an agent in the caller's own room while none has joined it.
+
+Why: livekit-server offers a room's job once. When every worker is at its job limit, or none is running,
+the offer fails and the room never gets an agent, however long the person waits: a slot that frees a
+minute later helps nobody. The page calls this while it waits. The service checks that the caller is in
+the room its token names and that no agent is there or on its way, then creates a new dispatch of our
+agent; livekit-server offers the job again, and the first worker with a free slot takes it. A busy host
+therefore serves people in turn instead of leaving some of them in an empty room.
+
+Who may ask: a participant of the room, proven by the LiveKit join token this service minted for it
+(signed with the API secret) and by its identity being in the room right now. The token is not used to
+join anything here, and that presence check is what guards the room, so an expired token is still read
+as proof for the length of a conversation: an agent lost mid-conversation can be replaced without the
+page asking for a new token. Each room gets at most one new dispatch per `LEXVOZ_AGENT_RETRY_S`, so a
+page (or a script) cannot keep livekit-server hunting for workers.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Final, Literal, Protocol
+
+import aiohttp
+from aiohttp import web
+from livekit import api
+from livekit.protocol import agent as agent_proto
+
+from agent.settings import Settings
+from agent.web.session import SETTINGS_KEY, THROTTLE_KEY, RequestError, json_response, origin_allowed, peer_address
+from agent.web.tokens import IDENTITY_PREFIX, ROOM_PREFIX
+
+log = logging.getLogger("lexvoz.web")
+
+# Rooms whose last dispatch time is remembered; past this the oldest is forgotten (it could then ask early once).
+MAX_TRACKED_ROOMS: Final = 10_000
+# A job livekit-server says is pending or running, with no agent in the room yet: it is on its way for this long.
+JOB_START_GRACE_S: Final = 60.0
+# A dispatch with no job yet may still be offered to a worker: livekit-server waits up to 10 s for one to answer.
+OFFER_GRACE_S: Final = 10.0
+LIVEKIT_TIMEOUT_S: Final = 5.0
+
+_COMING: Final = frozenset({agent_proto.JobStatus.JS_PENDING, agent_proto.JobStatus.JS_RUNNING})
+
+Answer = Literal["present", "requested", "coming"]
+
+
+@dataclass(frozen=True, slots=True)
+class RoomView:
+    """What livekit-server says about one room, as far as asking for an agent goes."""
+
+    caller_present: bool
+    agent_present: bool
+    agent_coming: bool  # a job was accepted and its agent has not joined yet
+
+
+class Rooms(Protocol):
+    """The two LiveKit calls this needs; `LiveKitRooms` is the real one, tests pass a double."""
+
+    async def view(self, room: str, identity: str, agent_name: str) -> RoomView | None:
+        """None when the room does not exist."""
+        ...
+
+    async def dispatch(self, room: str, agent_name: str) -> None: ...
+
+
+class LiveKitRooms:
+    """`Rooms` over livekit-server's API (participants and agent dispatches of one room)."""
+
+    def __init__(self, settings: Settings, *, clock: Callable[[], float] = time.time) -> None:
+        self._settings = settings
+        self._clock = clock
+        self._api: api.LiveKitAPI | None = None
+
+    def _lk(self) -> api.LiveKitAPI:
+        if self._api is None:  # created on first use: it needs the running event loop
+            s = self._settings
+            self._api = api.LiveKitAPI(
+                s.livekit_http_url,
+                s.livekit_api_key,
+                s.livekit_api_secret.get_secret_value(),
+                timeout=aiohttp.ClientTimeout(total=LIVEKIT_TIMEOUT_S),
+            )
+        return self._api
+
+    async def aclose(self) -> None:
+        if self._api is not None:
+            await self._api.aclose()
+            self._api = None
+
+    async def view(self, room: str, identity: str, agent_name: str) -> RoomView | None:
+        lk = self._lk()
+        try:
+            listed = await lk.room.list_participants(api.ListParticipantsRequest(room=room))
+        except api.TwirpError as exc:
+            if exc.code == api.TwirpErrorCode.NOT_FOUND:
+                return None
+            raise
+        people = list(listed.participants)
+        agent_present = any(p.kind == api.ParticipantInfo.Kind.AGENT for p in people)
+        coming = False
+        if not agent_present:
+            now = self._clock()
+            for dispatch in await lk.agent_dispatch.list_dispatch(room):
+                if dispatch.agent_name == agent_name:
+                    coming = coming or agent_on_its_way(dispatch, now)
+        return RoomView(
+            caller_present=any(p.identity == identity for p in people),
+            agent_present=agent_present,
+            agent_coming=coming,
+        )
+
+    async def dispatch(self, room: str, agent_name: str) -> None:
+        await self._lk().agent_dispatch.create_dispatch(
+            api.CreateAgentDispatchRequest(agent_name=agent_name, room=room)
+        )
+
+
+def agent_on_its_way(dispatch: api.AgentDispatch, now: float) -> bool:
+    """Whether this dispatch will still bring an agent: an offer in flight, or a job accepted and starting.
+
+    livekit-server stamps times in Unix nanoseconds, and the room keeps a job as it was assigned, not always
+    its later status, so a job counts only within its grace."""
+    jobs = dispatch.state.jobs
+    if not jobs:
+        return now - dispatch.state.created_at / 1e9 < OFFER_GRACE_S
+    return any(j.state.status in _COMING and now - j.state.started_at / 1e9 < JOB_START_GRACE_S for j in jobs)
+
+
+class AgentRequests:
+    """Decides, for one caller's request, whether its room needs a new dispatch, and makes it."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        rooms: Rooms,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        max_rooms: int = MAX_TRACKED_ROOMS,
+    ) -> None:
+        self._settings = settings
+        self._rooms = rooms
+        self._clock = clock
+        self._max_rooms = max_rooms
+        self._verifier = api.TokenVerifier(
+            settings.livekit_api_key,
+            settings.livekit_api_secret.get_secret_value(),
+            leeway=timedelta(seconds=settings.max_conversation_s),
+        )
+        self._last: OrderedDict[str, float] = OrderedDict()  # room -> when it last got a dispatch, oldest first
+
+    @property
+    def retry_after_s(self) -> float:
+        return self._settings.agent_retry_s
+
+    def caller(self, authorization: str | None) -> tuple[str, str]:
+        """(room, identity) from `Authorization: Bearer <join token>`; RequestError(401) otherwise."""
+        scheme, _, token = (authorization or "").partition(" ")
+        if scheme.lower() != "bearer" or not token.strip() or len(token) > 4096:
+            raise RequestError(401, "falta el token de la sesión")
+        try:
+            claims = self._verifier.verify(token.strip())
+        except Exception:  # the verifier raises whatever PyJWT raises: any failure is the same answer
+            raise RequestError(401, "sesión no válida; empiece una nueva") from None
+        room = claims.video.room if claims.video else None
+        identity = claims.identity
+        if not room or not room.startswith(ROOM_PREFIX) or not identity.startswith(IDENTITY_PREFIX):
+            raise RequestError(401, "sesión no válida; empiece una nueva")
+        return room, identity
+
+    async def request(self, room: str, identity: str) -> Answer:
+        """'present' (an agent is in the room), 'coming' (one was accepted) or 'requested' (dispatched now)."""
+        name = self._settings.agent_name
+        view = await self._rooms.view(room, identity, name)
+        if view is None or not view.caller_present:
+            raise RequestError(404, "la sala ya no existe o usted no está en ella; empiece una nueva sesión")
+        if view.agent_present:
+            return "present"
+        if view.agent_coming:
+            return "coming"
+        now = self._clock()
+        last = self._last.get(room)
+        if last is not None and now - last < self.retry_after_s:
+            raise RequestError(429, "espere un momento antes de volver a pedir un agente")
+        self._remember(room, now)  # before the await: a concurrent request for this room waits its turn
+        await self._rooms.dispatch(room, name)
+        return "requested"
+
+    def _remember(self, room: str, now: float) -> None:
+        self._last[room] = now
+        self._last.move_to_end(room)
+        while len(self._last) > self._max_rooms:
+            self._last.popitem(last=False)
+
+
+AGENTS_KEY: Final = web.AppKey("agent_requests", AgentRequests)
+
+
+async def request_agent(request: web.Request) -> web.Response:
+    """`POST /api/agent` with `Authorization: Bearer <join token>`: `{"agent": ..., "retry_after_s": N}`.
+
+    200 when an agent is in the room; 202 when one was requested now or is on its way (ask again after N
+    seconds if none has joined); 401, 404 and 429 as `{"error": ...}`; 503 when LiveKit does not answer.
+    """
+    settings = request.app[SETTINGS_KEY]
+    throttle = request.app[THROTTLE_KEY]
+    peer = peer_address(request)
+    no_store = {"Cache-Control": "no-store"}
+    if not origin_allowed(request, settings):
+        throttle.warning("origin", "agent request refused: origin not allowed (peer %s)", peer)
+        return json_response({"error": "origen no permitido"}, status=403, headers=no_store)
+    agents = request.app[AGENTS_KEY]
+    retry = {"Retry-After": str(math.ceil(agents.retry_after_s)), **no_store}
+    try:
+        room, identity = agents.caller(request.headers.get("Authorization"))
+        answer = await agents.request(room, identity)
+    except RequestError as exc:
+        if exc.status == 401:
+            throttle.warning("agent-token", "agent request refused: bad session token (peer %s)", peer)
+        headers = retry if exc.status == 429 else no_store
+        return json_response({"error": exc.message}, status=exc.status, headers=headers)
+    except (api.TwirpError, aiohttp.ClientError, TimeoutError) as exc:
+        throttle.warning("livekit", "agent request: LiveKit did not answer (%s)", type(exc).__name__)
+        return json_response({"error": "no se pudo contactar con el servidor de salas"}, status=503, headers=retry)
+    if answer == "requested":
+        log.info("agent requested again room=%s peer=%s", room, peer)
+    body = {"agent": answer, "retry_after_s": agents.retry_after_s}
+    return json_response(body, status=200 if answer == "present" else 202, headers=retry)

@@ -1,0 +1,125 @@
+"""Against the real stack with a worker at its job limit: a person who arrives while every slot is taken is
+served once one frees, by asking the page service for an agent again (`POST /api/agent`).
+
+livekit-server offers a room's job once; the worker refuses it when full, and without a new dispatch the
+room would stay empty for good. The worker here takes one conversation at a time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import aiohttp
+import pytest
+from livekit import api
+
+from agent.settings import Settings
+from agent.web.dispatch import LiveKitRooms
+from tests.e2e.conftest import E2EStack, running_stack
+from tests.person import Person
+
+pytestmark = pytest.mark.e2e
+
+RETRY_S = 5.0  # the page service's default LEXVOZ_AGENT_RETRY_S
+SERVED_WITHIN_S = 90.0
+
+
+@pytest.fixture(scope="module")
+def e2e_stack(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[E2EStack]:
+    yield from running_stack(request, tmp_path_factory, worker_env={"LEXVOZ_MAX_JOBS": "1"})
+
+
+async def _ask_for_agent(http: aiohttp.ClientSession, stack: E2EStack, person: Person) -> tuple[int, dict[str, Any]]:
+    url = f"{stack.stack.web_url}api/agent"
+    headers = {"Authorization": f"Bearer {person.session['token']}"}
+    async with http.post(url, headers=headers, timeout=aiohttp.ClientTimeout(total=10)) as resp:
+        return resp.status, await resp.json()
+
+
+def _rooms(stack: E2EStack) -> LiveKitRooms:
+    opts = stack.stack.opts
+    settings = Settings(  # type: ignore[call-arg]
+        _env_file=None,
+        LIVEKIT_URL=stack.stack.livekit_url,
+        LIVEKIT_API_KEY=opts.api_key,
+        LIVEKIT_API_SECRET=opts.api_secret,
+    )
+    return LiveKitRooms(settings)
+
+
+async def _agents_in(rooms: LiveKitRooms, room: str) -> int:
+    lk = rooms._lk()
+    listed = await lk.room.list_participants(api.ListParticipantsRequest(room=room))
+    return sum(1 for p in listed.participants if p.kind == api.ParticipantInfo.Kind.AGENT)
+
+
+async def test_a_person_who_arrives_when_the_worker_is_full_is_served_once_a_slot_frees(e2e_stack: E2EStack) -> None:
+    rooms = _rooms(e2e_stack)
+    people: list[Person] = []
+    async with aiohttp.ClientSession() as http:
+        try:
+            first = await Person.from_page_service(e2e_stack.stack.web_url, http)
+            people.append(first)
+            await first.connect()
+            await first.wait_until_listening(60)
+            status, body = await _ask_for_agent(http, e2e_stack, first)
+            assert (status, body["agent"]) == (200, "present")  # never a second agent in a served room
+
+            second = await Person.from_page_service(e2e_stack.stack.web_url, http)
+            people.append(second)
+            await second.connect()
+            # The worker's one slot is taken: livekit-server's offer of this room is refused, and nothing
+            # brings an agent while the first conversation lasts.
+            with pytest.raises(TimeoutError):
+                await second.wait_for(lambda: second.agent_identity, "an agent while the worker is full", 12)
+            status, body = await _ask_for_agent(http, e2e_stack, second)
+            assert (status, body["agent"]) == (202, "requested"), body
+            status, body = await _ask_for_agent(http, e2e_stack, second)
+            assert status in (202, 429), body  # the new offer is still in flight, or asked too soon
+            if status == 202:
+                assert body["agent"] == "coming"
+
+            await first.aclose()  # the first person leaves: the worker's slot frees
+            people.remove(first)
+            deadline = time.monotonic() + SERVED_WITHIN_S
+            while second.agent_identity is None and time.monotonic() < deadline:
+                status, body = await _ask_for_agent(http, e2e_stack, second)
+                assert status in (200, 202, 429), body
+                with contextlib.suppress(TimeoutError):
+                    await second.wait_for(lambda: second.agent_identity, "an agent", RETRY_S)
+            assert second.agent_identity is not None, "the waiting person never got an agent after the slot freed"
+            await second.wait_until_listening(60)
+            _started, outcome = await second.ask(typed=e2e_stack.question, within=60, exclude=set())
+            assert outcome.type == "completed" and outcome.body["sources"], outcome.body
+
+            # Asking on while served brings no second agent.
+            for _ in range(3):
+                status, body = await _ask_for_agent(http, e2e_stack, second)
+                assert (status, body["agent"]) == (200, "present")
+            assert await _agents_in(rooms, second.name) == 1
+        finally:
+            for person in people:
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(person.aclose(), 10)
+            await rooms.aclose()
+
+
+async def test_a_fresh_room_counts_its_first_offer_as_on_its_way(e2e_stack: E2EStack) -> None:
+    """Right after joining, before any worker answered, the room must not get a second dispatch."""
+    rooms = _rooms(e2e_stack)
+    async with aiohttp.ClientSession() as http:
+        person = await Person.from_page_service(e2e_stack.stack.web_url, http)
+        try:
+            await person.connect()
+            view = await rooms.view(person.name, person.session["identity"], "lexvoz")
+            assert view is not None and view.caller_present
+            assert view.agent_present or view.agent_coming
+            status, body = await _ask_for_agent(http, e2e_stack, person)
+            assert status in (200, 202) and body["agent"] in ("present", "coming"), body
+        finally:
+            await asyncio.wait_for(person.aclose(), 10)
+            await rooms.aclose()

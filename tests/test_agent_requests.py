@@ -1,0 +1,313 @@
+"""`POST /api/agent`: who may ask for an agent again, when a room gets a new dispatch, and when it does not.
+
+The real aiohttp app runs on loopback with the real token verifier; only livekit-server's two answers (who
+is in the room, whether a job is on its way) come from a double, so each case can be set up exactly. The
+end-to-end test with a real livekit-server and a worker at its job limit is in `tests/e2e`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Callable
+from datetime import timedelta
+from typing import Any
+
+import jwt
+import pytest
+from aiohttp.test_utils import TestClient, TestServer
+from livekit import api
+
+from agent.web.app import create_app
+from agent.web.dispatch import AGENTS_KEY, AgentRequests, RoomView, agent_on_its_way
+from agent.web.session import RequestError
+from agent.web.tokens import mint_token, new_identity, new_room_name
+from tests.test_token_service import API_KEY, API_SECRET, make_settings
+
+SETTINGS = make_settings(LEXVOZ_AGENT_RETRY_S=5, LEXVOZ_MAX_CONVERSATION_S=600)
+
+
+class FakeRooms:
+    """livekit-server as far as `AgentRequests` sees it: one view per room, and the dispatches made."""
+
+    def __init__(self) -> None:
+        self.views: dict[str, RoomView] = {}
+        self.dispatched: list[tuple[str, str]] = []
+        self.fail: Exception | None = None
+        self.slow: asyncio.Event | None = None
+
+    def waiting(self, room: str, identity: str) -> None:
+        self.views[room] = RoomView(caller_present=True, agent_present=False, agent_coming=False)
+
+    async def view(self, room: str, identity: str, agent_name: str) -> RoomView | None:
+        if self.fail is not None:
+            raise self.fail
+        if self.slow is not None:
+            await self.slow.wait()
+        return self.views.get(room)
+
+    async def dispatch(self, room: str, agent_name: str) -> None:
+        await asyncio.sleep(0.01)  # a network call: other requests run meanwhile
+        self.dispatched.append((room, agent_name))
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+Asker = Callable[..., Any]
+
+
+@pytest.fixture
+def rooms() -> FakeRooms:
+    return FakeRooms()
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+async def client(rooms: FakeRooms, clock: Clock) -> AsyncIterator[TestClient[Any, Any]]:
+    app = create_app(SETTINGS)
+    app[AGENTS_KEY] = AgentRequests(SETTINGS, rooms, clock=clock)
+    test_client: TestClient[Any, Any] = TestClient(TestServer(app, host="127.0.0.1"))
+    await test_client.start_server()
+    yield test_client
+    await test_client.close()
+
+
+def session() -> tuple[str, str, str]:
+    room, identity = new_room_name(), new_identity()
+    return room, identity, mint_token(SETTINGS, room=room, identity=identity)
+
+
+async def ask(client: TestClient[Any, Any], token: str | None, **headers: str) -> tuple[int, dict[str, Any], Any]:
+    if token is not None:
+        headers["Authorization"] = f"Bearer {token}"
+    resp = await client.post("/api/agent", headers=headers)
+    return resp.status, await resp.json(), resp.headers
+
+
+async def test_a_person_waiting_in_an_empty_room_gets_a_new_dispatch_of_our_agent(
+    client: TestClient[Any, Any], rooms: FakeRooms
+) -> None:
+    room, identity, token = session()
+    rooms.waiting(room, identity)
+    status, body, headers = await ask(client, token)
+    assert (status, body) == (202, {"agent": "requested", "retry_after_s": 5.0})
+    assert rooms.dispatched == [(room, "lexvoz-test")]
+    assert headers["Cache-Control"] == "no-store"
+
+
+async def test_no_dispatch_while_an_agent_is_in_the_room_oragent_on_its_way(
+    client: TestClient[Any, Any], rooms: FakeRooms
+) -> None:
+    room, _identity, token = session()
+    rooms.views[room] = RoomView(caller_present=True, agent_present=True, agent_coming=False)
+    assert (await ask(client, token))[:2] == (200, {"agent": "present", "retry_after_s": 5.0})
+    rooms.views[room] = RoomView(caller_present=True, agent_present=False, agent_coming=True)
+    assert (await ask(client, token))[:2] == (202, {"agent": "coming", "retry_after_s": 5.0})
+    assert rooms.dispatched == []  # a second agent would talk over the first
+
+
+async def test_a_room_gets_at_most_one_dispatch_per_retry_interval(
+    client: TestClient[Any, Any], rooms: FakeRooms, clock: Clock
+) -> None:
+    room, identity, token = session()
+    rooms.waiting(room, identity)
+    assert (await ask(client, token))[0] == 202
+    clock.now += 4.9
+    status, body, headers = await ask(client, token)
+    assert status == 429 and "espere" in body["error"]
+    assert headers["Retry-After"] == "5"
+    clock.now += 0.2
+    assert (await ask(client, token))[0] == 202
+    assert len(rooms.dispatched) == 2
+
+
+async def test_two_requests_at_once_for_one_room_make_one_dispatch(
+    client: TestClient[Any, Any], rooms: FakeRooms
+) -> None:
+    room, identity, token = session()
+    rooms.waiting(room, identity)
+    rooms.slow = asyncio.Event()
+    both = asyncio.gather(ask(client, token), ask(client, token))
+    await asyncio.sleep(0.2)  # both requests are inside the room lookup
+    rooms.slow.set()
+    statuses = sorted(status for status, _body, _headers in await both)
+    assert statuses == [202, 429]
+    assert len(rooms.dispatched) == 1
+
+
+async def test_another_rooms_wait_does_not_hold_this_one_back(client: TestClient[Any, Any], rooms: FakeRooms) -> None:
+    first, second = session(), session()
+    for room, identity, _token in (first, second):
+        rooms.waiting(room, identity)
+    assert (await ask(client, first[2]))[0] == 202
+    assert (await ask(client, second[2]))[0] == 202
+    assert [r for r, _ in rooms.dispatched] == [first[0], second[0]]
+
+
+@pytest.mark.parametrize(
+    "authorization",
+    [
+        None,
+        "",
+        "Bearer",
+        "Basic dXNlcjpwYXNz",
+        "Bearer not-a-jwt",
+        "Bearer " + "x" * 5000,
+    ],
+    ids=["missing", "empty", "no-token", "other-scheme", "garbage", "huge"],
+)
+async def test_a_request_without_a_valid_session_token_is_refused(
+    client: TestClient[Any, Any], rooms: FakeRooms, authorization: str | None
+) -> None:
+    headers = {} if authorization is None else {"Authorization": authorization}
+    status, body, _ = await ask(client, None, **headers)
+    assert status == 401 and body["error"]
+    assert rooms.dispatched == []
+
+
+def _token(secret: str = API_SECRET, *, room: str, identity: str, ttl_s: int = 60, age_s: int = 0) -> str:
+    token = (
+        api.AccessToken(API_KEY, secret)
+        .with_identity(identity)
+        .with_ttl(timedelta(seconds=ttl_s))
+        .with_grants(api.VideoGrants(room_join=True, room=room))
+    )
+    if not age_s:
+        return token.to_jwt()
+    data = jwt.decode(token.to_jwt(), options={"verify_signature": False})
+    data["nbf"] -= age_s  # issued `age_s` seconds ago
+    data["exp"] -= age_s
+    return jwt.encode(data, secret, algorithm="HS256")
+
+
+async def test_tokens_not_minted_for_a_lexvoz_room_and_person_are_refused(
+    client: TestClient[Any, Any], rooms: FakeRooms
+) -> None:
+    room, identity = new_room_name(), new_identity()
+    rooms.waiting(room, identity)
+    forged = _token("another-secret-another-secret-0123456789", room=room, identity=identity)
+    assert (await ask(client, forged))[0] == 401
+    rooms.waiting("someone-elses-room", identity)
+    assert (await ask(client, _token(room="someone-elses-room", identity=identity)))[0] == 401
+    assert (await ask(client, _token(room=room, identity="admin")))[0] == 401
+    assert rooms.dispatched == []
+
+
+async def test_an_expired_token_proves_the_room_for_a_conversations_length_only(
+    client: TestClient[Any, Any], rooms: FakeRooms
+) -> None:
+    room, identity = new_room_name(), new_identity()
+    rooms.waiting(room, identity)
+    # Expired 5 minutes ago, the conversation may last 10: the person is still in the room, so it counts.
+    assert (await ask(client, _token(room=room, identity=identity, ttl_s=60, age_s=360)))[0] == 202
+    # Expired 20 minutes ago: no conversation lasts that long.
+    status, _body, _ = await ask(client, _token(room=room, identity=identity, ttl_s=60, age_s=1260))
+    assert status == 401
+    assert len(rooms.dispatched) == 1
+
+
+async def test_only_someone_in_the_room_may_ask(client: TestClient[Any, Any], rooms: FakeRooms) -> None:
+    room, _identity, token = session()
+    status, body, _ = await ask(client, token)  # the room is gone
+    assert status == 404 and "empiece una nueva" in body["error"]
+    rooms.views[room] = RoomView(caller_present=False, agent_present=False, agent_coming=False)
+    assert (await ask(client, token))[0] == 404  # a valid token, but its holder has left the room
+    assert rooms.dispatched == []
+
+
+async def test_a_page_from_another_origin_may_not_ask(client: TestClient[Any, Any], rooms: FakeRooms) -> None:
+    room, identity, token = session()
+    rooms.waiting(room, identity)
+    status, body, _ = await ask(client, token, Origin="https://evil.example")
+    assert status == 403 and body == {"error": "origen no permitido"}
+    assert rooms.dispatched == []
+
+
+@pytest.mark.parametrize(
+    "failure",
+    [api.TwirpError("unavailable", "down", status=503), TimeoutError()],
+    ids=["livekit-error", "timeout"],
+)
+async def test_livekit_not_answering_is_a_503_to_retry(
+    client: TestClient[Any, Any], rooms: FakeRooms, failure: Exception
+) -> None:
+    _room, _identity, token = session()
+    rooms.fail = failure
+    status, body, headers = await ask(client, token)
+    assert status == 503 and body["error"]
+    assert headers["Retry-After"] == "5"
+
+
+async def test_the_logs_name_the_room_never_the_token(
+    client: TestClient[Any, Any], rooms: FakeRooms, caplog: pytest.LogCaptureFixture
+) -> None:
+    room, identity, token = session()
+    rooms.waiting(room, identity)
+    with caplog.at_level(logging.INFO, logger="lexvoz.web"):
+        await ask(client, token)
+        await ask(client, token + "tampered")
+    text = caplog.text
+    assert room in text
+    assert token not in text and token.split(".")[1] not in text
+
+
+async def test_the_table_of_rooms_stays_bounded() -> None:
+    rooms, clock = FakeRooms(), Clock()
+    requests = AgentRequests(SETTINGS, rooms, clock=clock, max_rooms=3)
+    names = [new_room_name() for _ in range(4)]
+    for name in names:
+        rooms.waiting(name, "usuario-x")
+        assert await requests.request(name, "usuario-x") == "requested"
+    # the newest rooms are remembered and must wait; the oldest was forgotten and may ask again at once
+    for name in names[1:]:
+        with pytest.raises(RequestError):
+            await requests.request(name, "usuario-x")
+    assert await requests.request(names[0], "usuario-x") == "requested"
+
+
+def test_the_retry_interval_is_a_setting() -> None:
+    assert AgentRequests(make_settings(LEXVOZ_AGENT_RETRY_S=12), FakeRooms()).retry_after_s == 12
+    with pytest.raises(ValueError, match="LEXVOZ_AGENT_RETRY_S"):
+        make_settings(LEXVOZ_AGENT_RETRY_S=0)
+
+
+def _dispatch(created_s_ago: float, *jobs: tuple[int, float]) -> api.AgentDispatch:
+    now_ns = int(NOW * 1e9)
+    dispatch = api.AgentDispatch(agent_name="lexvoz-test", room="lexvoz-x")
+    dispatch.state.created_at = now_ns - int(created_s_ago * 1e9)
+    for status, started_s_ago in jobs:
+        job = dispatch.state.jobs.add()
+        job.state.status = status  # type: ignore[assignment]
+        job.state.started_at = now_ns - int(started_s_ago * 1e9)
+    return dispatch
+
+
+NOW = 1_800_000_000.0
+RUNNING, FAILED, PENDING = (api.JobStatus.JS_RUNNING, api.JobStatus.JS_FAILED, api.JobStatus.JS_PENDING)
+
+
+@pytest.mark.parametrize(
+    ("dispatch", "coming"),
+    [
+        (_dispatch(2.0), True),  # offered 2 s ago, no worker has answered yet
+        (_dispatch(11.0), False),  # livekit-server gives a worker 10 s: the offer failed
+        (_dispatch(30.0, (RUNNING, 5.0)), True),  # accepted 5 s ago, the agent is joining
+        (_dispatch(30.0, (PENDING, 5.0)), True),
+        (_dispatch(90.0, (RUNNING, 70.0)), False),  # "running" for 70 s with no agent in the room: lost
+        (_dispatch(30.0, (FAILED, 5.0)), False),
+        (_dispatch(30.0, (FAILED, 20.0), (RUNNING, 3.0)), True),
+    ],
+    ids=["offer-in-flight", "offer-failed", "accepted", "pending", "stale-job", "failed-job", "retried"],
+)
+def test_what_counts_as_an_agentagent_on_its_way(dispatch: api.AgentDispatch, coming: bool) -> None:
+    assert agent_on_its_way(dispatch, NOW) is coming
