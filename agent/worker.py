@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+from livekit import rtc
 from livekit.agents import AgentServer, JobContext, JobExecutorType, JobProcess, JobRequest
 from livekit.plugins import silero
 from opentelemetry.sdk.trace import TracerProvider
@@ -228,13 +229,26 @@ def end_job_observability(provider: TracerProvider | None, job_settings: Setting
         provider.force_flush(5000)
 
 
+def agent_already_in(room: rtc.Room) -> str | None:
+    """The identity of another agent already in the room, if any.
+
+    A room asks for an agent again while none has joined it (the page service's `POST /api/agent`); if an
+    earlier offer was accepted late, two jobs can reach one room. The later one leaves: two agents would
+    talk over each other, and the person is already served."""
+    for participant in room.remote_participants.values():
+        if participant.kind == rtc.ParticipantKind.PARTICIPANT_KIND_AGENT:
+            return participant.identity
+    return None
+
+
 async def run_job(
     ctx: JobContext, job_settings: Settings, *, http_session: aiohttp.ClientSession | None = None
-) -> Conversation:
+) -> Conversation | None:
     """The whole body of a job: tracing, the ledger, the conversation and how the job ends.
 
     The entrypoint calls this and nothing else, so a test that runs it with a fake job context and a
-    mocked room runs exactly the wiring production runs. `http_session` only outside a real job.
+    mocked room runs exactly the wiring production runs. `http_session` only outside a real job. None
+    when another agent already serves the room and this job ends at once.
     """
     install_log_redaction()
     install_framework_noise_filter()
@@ -251,6 +265,10 @@ async def run_job(
 
     ctx.add_shutdown_callback(_shutdown)
     await ctx.connect()
+    if agent_already_in(ctx.room) is not None:
+        logger.warning("room %s already has an agent: this job ends", ctx.room.name)
+        ctx.shutdown(reason="another agent already serves the room")
+        return None
     # When the session closes (the user left, or the voice model failed and the room was told), end the
     # job too instead of idling in the room until livekit-server times the agent out.
     return await start_conversation(

@@ -10,9 +10,11 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
+from unittest.mock import create_autospec
 
 import aiohttp
 import pytest
+from livekit import rtc
 from prometheus_client import REGISTRY
 
 from agent.ops.ledger.reader import read_room
@@ -23,6 +25,7 @@ from realtime_standin import RealtimeStandIn
 from tests.job_double import (
     USER_IDENTITY,
     TextReader,
+    attributes,
     chat_handler,
     fake_job,
     latest_attributes,
@@ -151,6 +154,25 @@ async def test_the_job_runs_the_production_wiring_with_a_room(
     assert [(r["outcome"], r["turn"]) for r in rows] == [("completed", 1)], rows
     # the session closing ends the job
     assert len(job.shutdown_reasons) == 1
+
+
+async def test_a_job_for_a_room_another_agent_already_serves_ends_at_once(
+    worker, standin: RealtimeStandIn, http: aiohttp.ClientSession, mcp: FakeMcpServer, tmp_path: Path
+) -> None:
+    """A room that asked for an agent again can receive two; the later job leaves before saying a word."""
+    settings = job_settings(standin.base_url, mcp.url, tmp_path)
+    room = mocked_room()
+    other = create_autospec(rtc.RemoteParticipant, instance=True)
+    other.identity, other.kind = "agent-AJ_first", rtc.ParticipantKind.PARTICIPANT_KIND_AGENT
+    room.remote_participants[other.identity] = other
+    await close_shared_gateway()
+    with fake_job(room) as job:
+        assert await worker.run_job(job.ctx, settings, http_session=http) is None
+        assert job.shutdown_reasons == ["another agent already serves the room"]
+        await job.run_shutdown_callbacks()
+    await close_shared_gateway()
+    assert standin.connections == []  # no voice model was opened
+    assert attributes(room) == [] and messages(room) == []  # nothing published into the room
 
 
 def _counter(name: str, labels: dict[str, str]) -> float:
