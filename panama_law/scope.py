@@ -109,7 +109,10 @@ def foreign_jurisdiction(query: str) -> bool:
 MONEY = "$"
 PERCENT = "%"
 CLOCK = "clock"
-"""Units that are not words of the text: an amount of money, a percentage, a time of day."""
+PAPERS = "papers"
+"""Units that are not words of the text: an amount of money, a percentage, a time of day, the papers an errand
+needs ("¿qué papeles piden para ...?": a list an office or a law sets, which an article states only if it lists
+documents to be presented)."""
 
 _TIME_UNITS = frozenset(stem(w) for w in ("años", "meses", "semanas", "días", "horas", "minutos"))
 _YEAR = frozenset({stem("años")})
@@ -129,6 +132,9 @@ _STATED = re.compile(
 )
 _CLOCK_TIME = re.compile(rf"\ba\s+las\s+{_NUMBER}\b|\b{_NUMBER}\s+de\s+la\s+(?:manana|tarde|noche)\b")
 _MONEY_UNITS = frozenset(stem(w) for w in ("balboas", "dólares", "centésimos"))
+# An article that asks for documents to be handed in: a document word and a presenting word in one article.
+_DOCUMENT = re.compile(r"\b(?:documentos?|papeles|certificados?|constancias?)\b")
+_PRESENTING = re.compile(r"\b(?:present(?:ar|e|en|ara|aran)|aport(?:ar|e|en)|acompan\w*|adjunt\w*|requisitos?)\b")
 
 _MONEY_VERBS = frozenset(
     "cuesta cuestan costar vale valen cobra cobran cobrar cobro pago pagan pagar paga gana ganan sale salen".split()
@@ -144,6 +150,12 @@ _SHARE_VERBS = frozenset("toca tocan corresponde corresponden".split())
 # "¿Quién decide cuánto se cobra?" asks who decides, not how much: the quantity is inside an indirect question.
 _INDIRECT = frozenset("quien quienes decide deciden fija fijan establece establecen determina determinan".split())
 _SKIP = frozenset("de del la el los las se me le te nos les".split())
+# "¿Qué papeles piden / necesito / hay que llevar ...?": a request for the papers of an errand.
+_PAPER_NOUNS = frozenset("papeles documentos papeleo".split())
+_PAPER_VERBS = frozenset(
+    """necesito necesita necesitan necesitamos piden pide exigen exige requieren requiere llevo llevar llevamos
+    hay tengo tiene tenemos debo debe presento presentar sacar""".split()
+)
 
 
 def stated_units(text: str) -> frozenset[str]:
@@ -159,16 +171,20 @@ def stated_units(text: str) -> frozenset[str]:
             out.add(MONEY if st in _MONEY_UNITS else st)
     if _CLOCK_TIME.search(folded):
         out.add(CLOCK)
+    if _DOCUMENT.search(folded) and _PRESENTING.search(folded):
+        out.add(PAPERS)
     return frozenset(out)
 
 
 @dataclass(frozen=True, slots=True)
 class Asked:
     """A quantity a question asks for: any of `units` answers it, stated in an article that also uses every
-    stem of `about` (the "vacaciones" of "cuántos días de vacaciones")."""
+    stem of `about` (the "vacaciones" of "cuántos días de vacaciones"). `papers`: it also asks for the papers
+    of an errand, which only an article listing documents to present answers, whatever else it states."""
 
     units: frozenset[str]
     about: frozenset[str] = frozenset()
+    papers: bool = False
 
 
 def _how_much(token: str, after: Sequence[str], units: set[str], about: set[str]) -> None:
@@ -188,11 +204,11 @@ def _how_much(token: str, after: Sequence[str], units: set[str], about: set[str]
 
 
 def asked_quantity(query: str) -> Asked | None:
-    """The quantity a question asks for, None if it asks for none."""
+    """The quantity (or the papers of an errand) a question asks for, None if it asks for none."""
     tokens = words(query)
     units: set[str] = set()
     about: set[str] = set()
-    interrogative = some_amount = indirect = False
+    interrogative = some_amount = indirect = papers = False
     for i, token in enumerate(tokens):
         after = tokens[i + 1 : i + 5]
         before = tokens[max(i - 2, 0) : i]
@@ -210,6 +226,8 @@ def asked_quantity(query: str) -> Asked | None:
             units |= _YEAR
         elif token == "hora" and before == ["a", "que"]:
             units.add(CLOCK)
+        elif token in _PAPER_NOUNS and before[-1:] in (["que"], ["cuales"]) and any(t in _PAPER_VERBS for t in after):
+            papers = True
         elif (interrogative or before[-1:] == ["que"]) and not indirect:
             if token in _MONEY_NOUNS:
                 units.add(MONEY)
@@ -217,7 +235,7 @@ def asked_quantity(query: str) -> Asked | None:
                 units.add(PERCENT)
     if some_amount and not units:  # "¿de cuánto es ...?" and nothing says of what: an amount of any kind
         units |= _TIME_UNITS | {MONEY, PERCENT}
-    return Asked(frozenset(units), frozenset(about)) if units else None
+    return Asked(frozenset(units), frozenset(about), papers) if units or papers else None
 
 
 class ArticleQuantities:
@@ -231,4 +249,8 @@ class ArticleQuantities:
         """Whether a question asking for `asked` gets it from none of the articles at `positions`."""
         if asked is None:
             return False
-        return not any(asked.units & self._units[p] and asked.about <= self._stems[p] for p in positions)
+        if asked.papers and not any(PAPERS in self._units[p] for p in positions):
+            return True
+        return bool(asked.units) and not any(
+            asked.units & self._units[p] and asked.about <= self._stems[p] for p in positions
+        )

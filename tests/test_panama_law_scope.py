@@ -1,6 +1,6 @@
 """Out-of-scope questions the retrieval signals cannot see: another country's law, and statutory detail (amounts,
-days, percentages) that the Constitution leaves to the law. Questions written for these tests, not from any eval
-file."""
+days, percentages, the papers an errand needs) that the Constitution leaves to the law. Questions written for
+these tests, not from any eval file."""
 
 from __future__ import annotations
 
@@ -88,6 +88,34 @@ def test_an_article_answers_a_quantity_only_if_it_states_one_of_that_unit_about_
     assert not loan.unstated(asked_quantity("cuánto tiempo me puedo quedar con la bici"), [0])
 
 
+def test_the_papers_of_an_errand_are_answered_only_by_an_article_that_lists_documents_to_present() -> None:
+    for question in (
+        "qué papeles me piden en la alcaldía para abrir una fonda",
+        "cuáles documentos necesito para sacar el pasaporte del niño",
+        "para traspasar el carro qué papeles hay que llevar",
+    ):
+        asked = asked_quantity(question)
+        assert asked is not None and asked.papers, question
+    for question in (
+        "qué documentos puede revisar la policía sin orden de un juez",  # documents, not an errand's papers
+        "hay que hacerle papeles de naturalización al niño adoptado",  # no question about which papers
+        "qué requisitos hay para ser diputado",  # requirements of an office: the Constitution states them
+    ):
+        asked = asked_quantity(question)
+        assert asked is None or not asked.papers, question
+    quantities = ArticleQuantities(
+        [
+            "El Registro Civil inscribirá los nacimientos dentro de treinta días.",
+            "El interesado deberá presentar los siguientes documentos: la cédula y el certificado de nacimiento.",
+        ]
+    )
+    papers = asked_quantity("qué papeles necesito para inscribir a mi hijo")
+    assert quantities.unstated(papers, [0]) and not quantities.unstated(papers, [1])
+    both = asked_quantity("qué papeles necesito para inscribir a mi hijo y cuántos días se demora")
+    assert both is not None and both.papers and stem("días") in both.units
+    assert quantities.unstated(both, [0])  # the days are stated there, the papers are not
+
+
 def test_the_search_abstains_on_foreign_law_and_statutory_detail_but_answers_foreigners_in_panama(
     searcher: Searcher,
 ) -> None:
@@ -97,3 +125,4 @@ def test_the_search_abstains_on_foreign_law_and_statutory_detail_but_answers_for
     assert 9 in [h.article.number for h in searcher.search("soy colombiano y mi hijo nació en Panamá, es panameño?")]
     assert 177 in [h.article.number for h in searcher.search("cuántos años dura el periodo del presidente")]
     assert 179 in [h.article.number for h in searcher.search("a qué edad se puede llegar a ser presidente")]
+    assert searcher.search("qué papeles piden en el banco para abrir una cuenta a mi hijo") == []
