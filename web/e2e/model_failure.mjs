@@ -46,7 +46,9 @@ async function startUntilFailure(page) {
       await message.waitFor({ state: 'visible', timeout: FAILURE_WITHIN_MS });
       return { attempts: attempt, failedAfterMs: Date.now() - clickedAt };
     } catch {
-      const noAgent = await byTestId(page, 'agent-timeout').isVisible();
+      // Waiting for an agent (the page keeps asking for one) or given up waiting: no agent in the room.
+      const noAgent =
+        (await byTestId(page, 'agent-waiting').isVisible()) || (await byTestId(page, 'agent-timeout').isVisible());
       if (!noAgent || attempt >= START_ATTEMPTS) {
         throw new CheckFailed(
           `no failure message ${FAILURE_WITHIN_MS} ms after Start (attempt ${attempt}); the agent state shows ` +

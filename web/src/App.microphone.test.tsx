@@ -87,6 +87,7 @@ vi.mock('@livekit/components-react', () => {
     RoomAudioRenderer: nothing,
     StartAudio: nothing,
     useVoiceAssistant: () => ({ state: 'listening', agent: undefined, audioTrack: undefined, agentAttributes: {} }),
+    useConnectionState: () => 'connected',
     useTranscriptions: () => [],
     useChat: () => ({ send: h.send, chatMessages: [], isSending: false }),
     useLocalParticipant: () => ({ localParticipant: { identity: 'usuario' } }),

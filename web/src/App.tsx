@@ -12,6 +12,7 @@ import {
   RoomAudioRenderer,
   StartAudio,
   useChat,
+  useConnectionState,
   useLocalParticipant,
   useTranscriptions,
   useVoiceAssistant,
@@ -27,7 +28,8 @@ import {
 } from 'livekit-client';
 import { useCallback, useEffect, useMemo, useReducer, useRef, useState, type FormEvent } from 'react';
 
-import { AGENT_TIMEOUT_MESSAGE, useAgentJoinTimeout } from './agentTimeout';
+import { useAgentRequest, type AgentWait } from './agentRequest';
+import { AgentWaitNotice } from './AgentWaitNotice';
 import { watchModelFailure, withModelLink } from './failures';
 import { agentStateLabel, displayAgentState, END_REASON_ATTRIBUTE, endReasonMessage, MODE_ATTRIBUTE } from './labels';
 import {
@@ -284,7 +286,7 @@ export function App() {
             onError={onRoomError}
             className="conversation"
           >
-            <SessionView connected={connectedSession === session.generation} />
+            <SessionView connected={connectedSession === session.generation} token={session.token} />
           </LiveKitRoom>
         ) : (
           <div className="conversation">
@@ -305,18 +307,27 @@ export function App() {
 
 /**
  * Everything that needs the room context: agent state, audio, transcript and chat. `connected`: this
- * session's room has reached "connected" (LiveKitRoom's onConnected fired for it).
+ * session's room has reached "connected" (LiveKitRoom's onConnected fired for it). `token`: the session's
+ * join token, which also proves to the service that we are in the room when we ask it for an agent.
  */
-function SessionView({ connected }: { connected: boolean }) {
+function SessionView({ connected, token }: { connected: boolean; token: string }) {
   const { state: rawState, agent, audioTrack, agentAttributes } = useVoiceAssistant();
   const state = withModelLink(displayAgentState(rawState, connected), agentAttributes);
-  const agentTimedOut = useAgentJoinTimeout(connected, agent !== undefined);
   // Kept once seen: the agent leaves the room right after saying goodbye, taking its attributes along.
   const [endReason, setEndReason] = useState<string | undefined>(undefined);
   const announcedEnd = agentAttributes?.[END_REASON_ATTRIBUTE];
   useEffect(() => {
     if (announcedEnd) setEndReason(announcedEnd);
   }, [announcedEnd]);
+  // Not while reconnecting: the service could not see us in the room then, and would call the session invalid.
+  const roomState = useConnectionState();
+  const roomUp = connected && roomState === ConnectionState.Connected;
+  const agentWait = useAgentRequest({
+    token,
+    connected: roomUp,
+    agentPresent: agent !== undefined,
+    ended: Boolean(endReason ?? announcedEnd),
+  });
   const transcriptions = useTranscriptions();
   const { send, chatMessages, isSending } = useChat();
   const { localParticipant } = useLocalParticipant();
@@ -355,7 +366,7 @@ function SessionView({ connected }: { connected: boolean }) {
       <StartAudio label="Activar el audio del agente" className="btn btn-secondary start-audio" />
       <Conversation
         state={state}
-        agentTimedOut={agentTimedOut}
+        agentWait={agentWait}
         endNotice={endReasonMessage(endReason)}
         rehearsal={agentAttributes?.[MODE_ATTRIBUTE] === 'rehearsal'}
         lines={lines}
@@ -369,8 +380,8 @@ function SessionView({ connected }: { connected: boolean }) {
 
 interface ConversationProps {
   state: AgentState | undefined;
-  /** Connected, but no agent has joined in time: say so (the session stays usable). */
-  agentTimedOut?: boolean;
+  /** Connected, but no agent has joined: what the person is told (the session stays usable). */
+  agentWait?: AgentWait;
   /** The agent ended the conversation itself (e.g. its maximum length): why, in Spanish. */
   endNotice?: string | null;
   rehearsal: boolean;
@@ -383,7 +394,7 @@ interface ConversationProps {
 /** The conversation column; rendered without a room too, so the layout does not jump on Start. */
 function Conversation({
   state,
-  agentTimedOut = false,
+  agentWait = 'none',
   endNotice = null,
   rehearsal,
   lines,
@@ -431,11 +442,7 @@ function Conversation({
           {endNotice}
         </p>
       )}
-      {agentTimedOut && (
-        <p className="agent-timeout" data-testid="agent-timeout" role="alert">
-          {AGENT_TIMEOUT_MESSAGE}
-        </p>
-      )}
+      <AgentWaitNotice wait={agentWait} />
       <div className="visualizer-slot" aria-hidden="true">
         {visualizer}
       </div>
