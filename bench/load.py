@@ -17,6 +17,10 @@ question). It prints one JSON line and writes `bench/results/load.json`:
 - the same memory and CPU figures for livekit-server, the stand-in, the search server and this process
   (the load generator), and the load average at start and end (the machine may be shared).
 
+With `--queue`, people behave as they do with a full host: each leaves when done, and whoever found no
+free agent waits for one the way the page does (asking `POST /api/agent` again), for up to `--wait-s`;
+`listen_*` then includes that wait, and `waited` counts the people who had to.
+
 Every wait is bounded (`--timeout-s` per step); everything listens on 127.0.0.1; the stack stops at the end.
 """
 
@@ -115,15 +119,22 @@ class Outcome:
         self.completed = 0
         self.lost: list[str] = []
         self.error: str | None = None
+        self.waited = False
 
 
-async def one_person(index: int, web_url: str, http: aiohttp.ClientSession, timeout_s: float, gate: Gate) -> Outcome:
+async def one_person(
+    index: int, web_url: str, http: aiohttp.ClientSession, timeout_s: float, gate: Gate, queue_wait_s: float | None
+) -> Outcome:
+    """One person's visit. `queue_wait_s`: wait up to this long for a free agent, as the page does, and leave
+    when done; None: expect an agent at once and stay until everyone is done (peak memory with all in)."""
     out = Outcome(index)
     person: Person | None = None
     t0 = time.monotonic()
     try:
         person = await Person.from_page_service(web_url, http)
         await asyncio.wait_for(person.connect(), timeout_s)
+        if queue_wait_s is not None:
+            out.waited = await person.wait_for_agent(web_url, http, queue_wait_s) > 0
         await person.wait_until_heard(timeout_s)
         out.listen_s = time.monotonic() - t0
         await person.wait_until_listening(timeout_s)
@@ -140,8 +151,10 @@ async def one_person(index: int, web_url: str, http: aiohttp.ClientSession, time
         out.error = f"{type(exc).__name__}: {exc}"
     try:
         gate.arrive()
-        # Stay in the room until everyone is done, so the peak memory has every conversation in it.
-        await asyncio.wait_for(gate.released.wait(), timeout_s * 4)
+        # Stay in the room until everyone is done, so the peak memory has every conversation in it; in a
+        # queue, leave at once, as people do, so the next one gets the agent.
+        if queue_wait_s is None:
+            await asyncio.wait_for(gate.released.wait(), timeout_s * 4)
     except TimeoutError:
         out.error = out.error or "never released"
     finally:
@@ -174,7 +187,12 @@ def start_more_workers(stack: Stack, count: int) -> list[subprocess.Popen[bytes]
 
 
 async def drive(
-    stack: Stack, extra_workers: list[subprocess.Popen[bytes]], sessions: int, timeout_s: float, ramp_s: float
+    stack: Stack,
+    extra_workers: list[subprocess.Popen[bytes]],
+    sessions: int,
+    timeout_s: float,
+    ramp_s: float,
+    queue_wait_s: float | None = None,
 ) -> dict[str, Any]:
     names = {c.name: c.proc.pid for c in stack.children}
     trees = [TreeStats(name, pid) for name, pid in names.items()]
@@ -187,7 +205,7 @@ async def drive(
     async with aiohttp.ClientSession() as http:
         tasks = []
         for i in range(sessions):
-            tasks.append(asyncio.create_task(one_person(i, stack.web_url, http, timeout_s, gate)))
+            tasks.append(asyncio.create_task(one_person(i, stack.web_url, http, timeout_s, gate, queue_wait_s)))
             if ramp_s > 0:
                 await asyncio.sleep(ramp_s / sessions)  # the arrival pattern, not a wait for something
         # Everyone has either asked both questions or given up (each step is bounded, so this is too).
@@ -212,6 +230,7 @@ async def drive(
         "got_agent": len(listen),
         "completed": sum(1 for o in outcomes if o.completed == 2),
         "evidence_lost": sum(len(o.lost) for o in outcomes),
+        "waited": sum(1 for o in outcomes if o.waited),
         "listen_p50_s": round(percentile(listen, 50), 2) if listen else None,
         "listen_p95_s": round(percentile(listen, 95), 2) if listen else None,
         "greeted_p50_s": round(percentile(greeted, 50), 2) if greeted else None,
@@ -238,6 +257,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--workers", type=int, default=1, help="worker processes (one per core is the advice)")
     p.add_argument("--max-jobs", type=int, default=None, help="LEXVOZ_MAX_JOBS per worker (default: room for all)")
     p.add_argument("--worker-env", action="append", default=[], metavar="NAME=VALUE", help="extra worker setting")
+    p.add_argument("--queue", action="store_true", help="people leave when done; the rest wait for a free agent")
+    p.add_argument("--wait-s", type=float, default=900.0, help="with --queue: how long a person waits for an agent")
     p.add_argument("--out", type=Path, default=RESULTS)
     p.add_argument("--keep-logs", type=Path, default=None, help="copy the stack's logs here at the end")
     args = p.parse_args(argv)
@@ -279,7 +300,8 @@ def main(argv: list[str] | None = None) -> int:
             if not seeded:
                 _save_index(data_dir, cached)
             extra = start_more_workers(stack, args.workers)
-            figures = asyncio.run(drive(stack, extra, args.sessions, args.timeout_s, args.ramp_s))
+            queue_wait_s = args.wait_s if args.queue else None
+            figures = asyncio.run(drive(stack, extra, args.sessions, args.timeout_s, args.ramp_s, queue_wait_s))
         finally:
             for proc in extra:
                 _terminate(proc)
@@ -291,6 +313,7 @@ def main(argv: list[str] | None = None) -> int:
         "targets": TARGETS,
         "worker_env": worker_env,
         "standin_speed": args.speed,
+        "queue": args.queue,
         "load_average_at_start": [round(x, 2) for x in load_start],
         "load_average_at_end": [round(x, 2) for x in os.getloadavg()],
         "cpus": os.cpu_count(),

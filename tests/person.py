@@ -155,6 +155,29 @@ class Person:
     def name(self) -> str:
         return self.session["room"]
 
+    async def wait_for_agent(self, web_url: str, http: aiohttp.ClientSession, within: float) -> int:
+        """What the page does while no agent has joined: after 5 s, ask the page service for one
+        (`POST /api/agent`, proven by this room's token) every time it says to, until one joins.
+        Returns how many times it asked."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + within
+        pause = 5.0
+        asked = 0
+        while True:
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                raise TimeoutError(f"room {self.name}: no agent within {within:.0f} s")
+            with contextlib.suppress(TimeoutError):
+                await self.wait_for(lambda: self.agent_identity and not self.agent_left, "agent", min(pause, remaining))
+                return asked
+            headers = {"Authorization": f"Bearer {self.session['token']}"}
+            url = f"{web_url.rstrip('/')}/api/agent"
+            asked += 1
+            async with http.post(url, headers=headers, timeout=aiohttp.ClientTimeout(total=15)) as resp:
+                if resp.status in (401, 403, 404):
+                    raise RuntimeError(f"POST /api/agent answered {resp.status}: {await resp.text()}")
+                pause = min(30.0, max(2.0, float(resp.headers.get("Retry-After", "5"))))
+
     async def connect(self) -> None:
         await self.room.connect(self.session["url"], self.session["token"])
         for participant in self.room.remote_participants.values():
