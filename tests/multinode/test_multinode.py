@@ -3,7 +3,8 @@
 What must hold for a deployment that adds hosts: a room created through either node gets an agent
 (from whichever worker LiveKit picks, whichever node that worker registered through) and evidence for
 its question; when a worker dies mid-conversation, the person in its room sees the agent leave, the
-rooms of the other worker carry on, and new rooms all go to the surviving worker.
+rooms of the other worker carry on, new rooms all go to the surviving worker, and a room left without
+its agent gets one from the survivor by asking again, as the page does.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 import pytest
 
+from agent.web.dispatch import AgentRequests, LiveKitRooms
+from agent.web.session import RequestError
 from tests.person import Person
 
 from .conftest import Cluster
@@ -23,6 +26,7 @@ pytestmark = pytest.mark.multinode
 JOIN_S = 60.0
 ANSWER_S = 30.0
 AGENT_GONE_S = 60.0
+REPLACED_S = 120.0  # a job the dead worker had accepted counts as on its way for 60 s after it started
 TYPED = "¿A qué edad se adquiere la ciudadanía panameña?"
 
 Join = Callable[[int], Awaitable[Person]]
@@ -89,3 +93,36 @@ async def test_a_stopped_worker_leaves_its_rooms_and_new_rooms_go_to_the_survivo
     fresh = await asyncio.gather(join(0), join(1))
     await asyncio.gather(*(_asks_and_gets_evidence(p) for p in fresh))
     assert all(cluster.worker_for(p.name) is survivor for p in fresh)
+
+    # What the page then does: ask the page service for an agent again, which dispatches one through the
+    # cluster (node A's API, whichever node holds the room); the surviving worker takes the conversation over.
+    assert cluster.settings is not None
+    rooms = LiveKitRooms(cluster.settings)
+    requests = AgentRequests(cluster.settings, rooms)
+    orphan = by_worker[doomed.name][0]
+    try:
+        answers = await _ask_until_an_agent_joins(requests, orphan, REPLACED_S)
+    finally:
+        await rooms.aclose()
+    assert "requested" in answers, answers
+    assert orphan.name in survivor.rooms()
+    await orphan.wait_until_listening(JOIN_S)
+    await _asks_and_gets_evidence(orphan)
+
+
+async def _ask_until_an_agent_joins(requests: AgentRequests, person: Person, within: float) -> list[str]:
+    """`AgentRequests.request` at the page's pace until an agent is back in the person's room; the answers."""
+    answers: list[str] = []
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + within
+
+    def back() -> bool:
+        return bool(person.agent_identity) and not person.agent_left
+
+    while not back():
+        assert loop.time() < deadline, f"no agent came back within {within:.0f} s: {answers}"
+        with contextlib.suppress(RequestError):  # asked too soon: wait as the page would
+            answers.append(await requests.request(person.name, person.session["identity"]))
+        with contextlib.suppress(TimeoutError):
+            await person.wait_for(back, "agent", requests.retry_after_s)
+    return answers
