@@ -19,7 +19,7 @@ from aiohttp.test_utils import TestClient, TestServer
 from livekit import api
 
 from agent.web.app import create_app
-from agent.web.dispatch import AGENTS_KEY, AgentRequests, RoomView, agent_on_its_way
+from agent.web.dispatch import AGENTS_KEY, AgentRequests, RoomView, agent_joining, offer_pending
 from agent.web.session import RequestError
 from agent.web.tokens import mint_token, new_identity, new_room_name
 from tests.test_token_service import API_KEY, API_SECRET, make_settings
@@ -37,7 +37,7 @@ class FakeRooms:
         self.slow: asyncio.Event | None = None
 
     def waiting(self, room: str, identity: str) -> None:
-        self.views[room] = RoomView(caller_present=True, agent_present=False, agent_coming=False)
+        self.views[room] = RoomView(caller_present=True, agent_present=False)
 
     async def view(self, room: str, identity: str, agent_name: str) -> RoomView | None:
         if self.fail is not None:
@@ -105,14 +105,16 @@ async def test_a_person_waiting_in_an_empty_room_gets_a_new_dispatch_of_our_agen
     assert headers["Cache-Control"] == "no-store"
 
 
-async def test_no_dispatch_while_an_agent_is_in_the_room_oragent_on_its_way(
+async def test_no_dispatch_while_an_agent_is_in_the_room_joining_or_offered(
     client: TestClient[Any, Any], rooms: FakeRooms
 ) -> None:
     room, _identity, token = session()
-    rooms.views[room] = RoomView(caller_present=True, agent_present=True, agent_coming=False)
+    rooms.views[room] = RoomView(caller_present=True, agent_present=True)
     assert (await ask(client, token))[:2] == (200, {"agent": "present", "retry_after_s": 5.0})
-    rooms.views[room] = RoomView(caller_present=True, agent_present=False, agent_coming=True)
-    assert (await ask(client, token))[:2] == (202, {"agent": "coming", "retry_after_s": 5.0})
+    rooms.views[room] = RoomView(caller_present=True, agent_present=False, agent_joining=True)
+    assert (await ask(client, token))[:2] == (202, {"agent": "joining", "retry_after_s": 5.0})
+    rooms.views[room] = RoomView(caller_present=True, agent_present=False, offer_pending=True)
+    assert (await ask(client, token))[:2] == (202, {"agent": "offered", "retry_after_s": 5.0})
     assert rooms.dispatched == []  # a second agent would talk over the first
 
 
@@ -220,7 +222,7 @@ async def test_only_someone_in_the_room_may_ask(client: TestClient[Any, Any], ro
     room, _identity, token = session()
     status, body, _ = await ask(client, token)  # the room is gone
     assert status == 404 and "empiece una nueva" in body["error"]
-    rooms.views[room] = RoomView(caller_present=False, agent_present=False, agent_coming=False)
+    rooms.views[room] = RoomView(caller_present=False, agent_present=False)
     assert (await ask(client, token))[0] == 404  # a valid token, but its holder has left the room
     assert rooms.dispatched == []
 
@@ -297,17 +299,20 @@ RUNNING, FAILED, PENDING = (api.JobStatus.JS_RUNNING, api.JobStatus.JS_FAILED, a
 
 
 @pytest.mark.parametrize(
-    ("dispatch", "coming"),
+    ("dispatch", "joining", "offered"),
     [
-        (_dispatch(2.0), True),  # offered 2 s ago, no worker has answered yet
-        (_dispatch(11.0), False),  # livekit-server gives a worker 10 s: the offer failed
-        (_dispatch(30.0, (RUNNING, 5.0)), True),  # accepted 5 s ago, the agent is joining
-        (_dispatch(30.0, (PENDING, 5.0)), True),
-        (_dispatch(90.0, (RUNNING, 70.0)), False),  # "running" for 70 s with no agent in the room: lost
-        (_dispatch(30.0, (FAILED, 5.0)), False),
-        (_dispatch(30.0, (FAILED, 20.0), (RUNNING, 3.0)), True),
+        (_dispatch(2.0), False, True),  # offered 2 s ago, no worker has answered yet
+        (_dispatch(11.0), False, False),  # livekit-server gives a worker 10 s: the offer failed
+        (_dispatch(30.0, (RUNNING, 5.0)), True, False),  # accepted 5 s ago, the agent is joining
+        (_dispatch(30.0, (PENDING, 5.0)), True, False),
+        (_dispatch(90.0, (RUNNING, 70.0)), False, False),  # "running" for 70 s with no agent in the room: lost
+        (_dispatch(30.0, (FAILED, 5.0)), False, False),
+        (_dispatch(30.0, (FAILED, 20.0), (RUNNING, 3.0)), True, False),
     ],
     ids=["offer-in-flight", "offer-failed", "accepted", "pending", "stale-job", "failed-job", "retried"],
 )
-def test_what_counts_as_an_agentagent_on_its_way(dispatch: api.AgentDispatch, coming: bool) -> None:
-    assert agent_on_its_way(dispatch, NOW) is coming
+def test_what_counts_as_an_agent_joining_or_an_offer_still_out(
+    dispatch: api.AgentDispatch, joining: bool, offered: bool
+) -> None:
+    assert agent_joining(dispatch, NOW) is joining
+    assert offer_pending(dispatch, NOW) is offered

@@ -47,7 +47,7 @@ LIVEKIT_TIMEOUT_S: Final = 5.0
 
 _COMING: Final = frozenset({agent_proto.JobStatus.JS_PENDING, agent_proto.JobStatus.JS_RUNNING})
 
-Answer = Literal["present", "requested", "coming"]
+Answer = Literal["present", "joining", "offered", "requested"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,7 +56,8 @@ class RoomView:
 
     caller_present: bool
     agent_present: bool
-    agent_coming: bool  # a job was accepted and its agent has not joined yet
+    agent_joining: bool = False  # a worker accepted the room and its agent has not joined yet
+    offer_pending: bool = False  # an offer may still be waiting for a worker's answer
 
 
 class Rooms(Protocol):
@@ -103,16 +104,18 @@ class LiveKitRooms:
             raise
         people = list(listed.participants)
         agent_present = any(p.kind == api.ParticipantInfo.Kind.AGENT for p in people)
-        coming = False
+        joining = pending = False
         if not agent_present:
             now = self._clock()
             for dispatch in await lk.agent_dispatch.list_dispatch(room):
                 if dispatch.agent_name == agent_name:
-                    coming = coming or agent_on_its_way(dispatch, now)
+                    joining = joining or agent_joining(dispatch, now)
+                    pending = pending or offer_pending(dispatch, now)
         return RoomView(
             caller_present=any(p.identity == identity for p in people),
             agent_present=agent_present,
-            agent_coming=coming,
+            agent_joining=joining,
+            offer_pending=pending,
         )
 
     async def dispatch(self, room: str, agent_name: str) -> None:
@@ -121,15 +124,20 @@ class LiveKitRooms:
         )
 
 
-def agent_on_its_way(dispatch: api.AgentDispatch, now: float) -> bool:
-    """Whether this dispatch will still bring an agent: an offer in flight, or a job accepted and starting.
+def agent_joining(dispatch: api.AgentDispatch, now: float) -> bool:
+    """A worker accepted this dispatch's job and its agent may still be starting.
 
     livekit-server stamps times in Unix nanoseconds, and the room keeps a job as it was assigned, not always
     its later status, so a job counts only within its grace."""
-    jobs = dispatch.state.jobs
-    if not jobs:
-        return now - dispatch.state.created_at / 1e9 < OFFER_GRACE_S
-    return any(j.state.status in _COMING and now - j.state.started_at / 1e9 < JOB_START_GRACE_S for j in jobs)
+    return any(
+        j.state.status in _COMING and now - j.state.started_at / 1e9 < JOB_START_GRACE_S for j in dispatch.state.jobs
+    )
+
+
+def offer_pending(dispatch: api.AgentDispatch, now: float) -> bool:
+    """No worker has taken this dispatch yet, and livekit-server may still be waiting for one to answer. A
+    refusal comes back at once; a worker that does not answer holds the offer for up to 10 s."""
+    return not dispatch.state.jobs and now - dispatch.state.created_at / 1e9 < OFFER_GRACE_S
 
 
 class AgentRequests:
@@ -174,15 +182,18 @@ class AgentRequests:
         return room, identity
 
     async def request(self, room: str, identity: str) -> Answer:
-        """'present' (an agent is in the room), 'coming' (one was accepted) or 'requested' (dispatched now)."""
+        """'present' (an agent is in the room), 'joining' (a worker took the room), 'offered' (an offer is still
+        out: no new one yet) or 'requested' (a new offer was made now)."""
         name = self._settings.agent_name
         view = await self._rooms.view(room, identity, name)
         if view is None or not view.caller_present:
             raise RequestError(404, "la sala ya no existe o usted no está en ella; empiece una nueva sesión")
         if view.agent_present:
             return "present"
-        if view.agent_coming:
-            return "coming"
+        if view.agent_joining:
+            return "joining"
+        if view.offer_pending:
+            return "offered"
         now = self._clock()
         last = self._last.get(room)
         if last is not None and now - last < self.retry_after_s:

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+import aiohttp
 import pytest
 
 from agent.devstack import livekit_server
@@ -305,3 +306,36 @@ def realtime_endpoint(*, refuse: int) -> Iterator[FakeRealtimeEndpoint]:
             yield endpoint
         finally:
             run(endpoint.__aexit__(None, None, None))
+
+
+@contextlib.contextmanager
+def conversation_in_progress(web_url: str, *, within: float = 90.0) -> Iterator[Callable[[], None]]:
+    """Someone else talking to the agent: a simulated person (tests/person.py) who got a room from the page
+    service and whose agent listens, on a loop of its own. Yields `leave()`, which ends that conversation;
+    leaving the block ends it too."""
+    from tests.person import Person  # livekit's native client loads only for the tests that use it
+
+    with _loop_thread("occupant") as run:
+
+        async def join() -> tuple[Person, aiohttp.ClientSession]:
+            http = aiohttp.ClientSession()
+            person = await Person.from_page_service(web_url, http)
+            await person.connect()
+            await person.wait_until_listening(within)
+            return person, http
+
+        person, http = run(join(), timeout=within + 30)
+        left = False
+
+        def leave() -> None:
+            nonlocal left
+            if not left:
+                left = True
+                run(person.aclose())
+                run(http.close())
+
+        try:
+            yield leave
+        finally:
+            with contextlib.suppress(Exception):
+                leave()

@@ -13,8 +13,8 @@ What differs from `make run`, and why: the ports (free ones, so a running local 
 a temporary data and log directory, and the worker runs with `--dev`. A production worker binds its
 health port 8081 on every interface, so it cannot start next to another stack's worker, and it
 refuses jobs above 70 % system CPU, which a 2-core machine running a browser reaches. livekit-server
-applies the same 70 % target to the load the worker reports, `--dev` or not, and never retries a
-refused dispatch; harness.mjs presses Stop and Start again when that happens, and the tests warn.
+offers a room once; a room a worker refused gets an agent when the page asks again (`POST /api/agent`),
+and harness.mjs presses Stop and Start again only if even that brings none (the tests warn).
 
 One stack serves the module; each scenario starts its own worker on it (the XSS one pointed at a test
 search server, the model-failure one live, with a wrong key, at a Realtime endpoint that refuses it),
@@ -25,8 +25,10 @@ from __future__ import annotations
 
 import re
 import secrets
+import time
 import warnings
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -41,6 +43,7 @@ from .browser import (
     TONE_AT_S,
     BrowserStack,
     ScriptRun,
+    conversation_in_progress,
     error_lines,
     free_ports,
     realtime_endpoint,
@@ -247,3 +250,48 @@ def test_a_rejected_voice_key_is_said_on_the_page(browser_stack: BrowserStack) -
     assert "OPENAI_API_KEY" in errors[0] and "cause=invalid_key" in errors[0] and "HTTP 401" in errors[0], errors
     for path in browser_stack.log_root.rglob("*.log"):
         assert wrong_key not in path.read_text(errors="replace"), f"the key is written in {path}"
+
+
+# --------------------------------------------------------------------------------------------------
+# every agent busy: the page waits for one, says so, and is served when one frees
+
+WAITING_MESSAGE = (  # web/src/agentRequest.ts, written out so that a change to the sentence shows up here
+    "Ningún agente está libre en este momento. Le atenderemos en cuanto uno quede libre; puede esperar aquí."
+)
+SERVED_WITHIN_MS = 120_000
+
+
+def test_a_person_who_finds_every_agent_busy_is_told_and_then_served(browser_stack: BrowserStack) -> None:
+    """A worker that takes one conversation, already taken: the page says no agent is free and keeps
+    asking; when the other conversation ends, an agent joins this page's room and answers with sources."""
+    signal_file = browser_stack.base / "waiting-shown"
+    with (
+        browser_stack.worker("ocupado", {"LEXVOZ_MAX_JOBS": "1"}),
+        conversation_in_progress(browser_stack.stack.web_url) as leave,
+        ThreadPoolExecutor(max_workers=1) as pool,
+    ):
+        script = pool.submit(
+            run_script,
+            browser_stack,
+            "waiting.mjs",
+            browser_stack.silent_wav,
+            {"LEXVOZ_E2E_SIGNAL_FILE": str(signal_file), "LEXVOZ_E2E_SERVED_WITHIN_MS": str(SERVED_WITHIN_MS)},
+        )
+        deadline = time.monotonic() + 60
+        while not signal_file.exists() and not script.done() and time.monotonic() < deadline:
+            time.sleep(0.2)  # the browser writes the file when the notice shows; nothing to wake on here
+        leave()  # the other person hangs up: the worker's one slot frees
+        run = script.result()
+
+    why = run.explain(browser_stack)
+    assert run.passed, why
+    r = run.result
+    assert r["waitingText"] == WAITING_MESSAGE and r["waitingRole"] == "status", why
+    assert r["stateWhileWaiting"] not in READY_STATES, why
+    assert r["state"] in READY_STATES and not r["noticeAfterJoin"] and not r["gaveUp"], why
+    assert any("artículo 7" in c for c in r["citations"]), why
+    assert r["stateAfterStop"] == "inactivo", why
+    assert r["pageErrors"] == [], why
+    # The page service dispatched the agent again for this room (logged by room, never by token).
+    web_log = (browser_stack.log_root / "stack" / "web.log").read_text(errors="replace")
+    assert "agent requested again room=lexvoz-" in web_log, why

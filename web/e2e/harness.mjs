@@ -144,14 +144,14 @@ export async function waitForAgentState(page, states, timeoutMs) {
 /**
  * Click Start and wait for the agent to join and settle: the phase every scenario begins with.
  *
- * livekit-server hands a room to a worker only while the worker's reported load (system CPU) is under
- * its target (0.7), and does not retry a refused dispatch: the room then never gets an agent and the
- * page shows "conectando" for good. On a small machine that is busy (this browser included) that
- * happens, so, like a person would, press Stop and Start again, at most `attempts` times; the caller
- * reports how many it took. `readyMs` counts from the last click, which is also when the page opens
+ * livekit-server offers a room to the workers once; a worker that refuses it (at its job limit) leaves the
+ * room without an agent until the page asks for one again (POST /api/agent, 5 s after joining, then at the
+ * service's pace; a new offer goes out once the first is 10 s old). So the first attempt waits long enough
+ * for that; if no agent comes even so, like a person would, press Stop and Start again, at most `attempts`
+ * times; the caller reports how many it took. `readyMs` counts from the last click, which is also when the page opens
  * the (fake) microphone.
  */
-export async function startSession(page, config, { attempts = 3, joinTimeoutMs = 12_000, pauseMs = 3_000 } = {}) {
+export async function startSession(page, config, { attempts = 3, joinTimeoutMs = 30_000, pauseMs = 3_000 } = {}) {
   const refused = [];
   for (let attempt = 1; ; attempt += 1) {
     const before = await agentState(page);

@@ -95,7 +95,8 @@ describe('requestAgent', () => {
   it.each([
     [answer(200, { agent: 'present', retry_after_s: 5 }), { kind: 'present', retryS: 5 }],
     [answer(202, { agent: 'requested', retry_after_s: 7 }), { kind: 'waiting', retryS: 7 }],
-    [answer(202, { agent: 'coming', retry_after_s: 3 }), { kind: 'joining', retryS: 3 }],
+    [answer(202, { agent: 'joining', retry_after_s: 3 }), { kind: 'joining', retryS: 3 }],
+    [answer(202, { agent: 'offered', retry_after_s: 3 }), { kind: 'waiting', retryS: 3 }],
     [answer(429, { error: 'x' }, { 'Retry-After': '9' }), { kind: 'waiting', retryS: 9 }],
     [answer(503, { error: 'x' }, { 'Retry-After': '4' }), { kind: 'waiting', retryS: 4 }],
     [answer(503, { error: 'x' }), { kind: 'waiting', retryS: null }],
@@ -152,7 +153,7 @@ describe('useAgentRequest', () => {
 
   it('says an agent is joining while a worker has taken the room, and that none is free otherwise', async () => {
     const answers = [
-      answer(202, { agent: 'coming', retry_after_s: 5 }),
+      answer(202, { agent: 'joining', retry_after_s: 5 }),
       answer(202, { agent: 'requested', retry_after_s: 5 }),
     ];
     const fetchImpl = fakeFetch(async () => answers.shift() ?? answer(202, { agent: 'requested', retry_after_s: 5 }));

@@ -35,8 +35,8 @@ export const AGENT_JOINING_MESSAGE = 'Un agente est√° entrando en la conversaci√
  */
 export type AgentAnswer =
   | { kind: 'present'; retryS: number | null } // 200: an agent is in the room, the page will see it soon
-  | { kind: 'joining'; retryS: number | null } // 202 "coming": a worker took the room, its agent is starting
-  | { kind: 'waiting'; retryS: number | null } // 202 "requested", 429, 503, network failure
+  | { kind: 'joining'; retryS: number | null } // 202 "joining": a worker took the room, its agent is starting
+  | { kind: 'waiting'; retryS: number | null } // 202 "requested" or "offered", 429, 503, network failure
   | { kind: 'invalid' }; // 401, 403, 404: the session cannot get an agent any more; stop asking
 
 /** What the person is told about the missing agent. */
@@ -103,7 +103,7 @@ export async function requestAgent(token: string, signal: AbortSignal, fetchImpl
     const body = await readBody(response);
     const retryS = body.retryS ?? header;
     if (response.status === 200) return { kind: 'present', retryS };
-    return { kind: body.agent === 'coming' ? 'joining' : 'waiting', retryS };
+    return { kind: body.agent === 'joining' ? 'joining' : 'waiting', retryS };
   }
   // 429 (too soon), 503 (LiveKit did not answer) and anything unexpected: ask again later.
   return { kind: 'waiting', retryS: header };
