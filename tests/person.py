@@ -173,10 +173,13 @@ class Person:
             headers = {"Authorization": f"Bearer {self.session['token']}"}
             url = f"{web_url.rstrip('/')}/api/agent"
             asked += 1
-            async with http.post(url, headers=headers, timeout=aiohttp.ClientTimeout(total=15)) as resp:
-                if resp.status in (401, 403, 404):
-                    raise RuntimeError(f"POST /api/agent answered {resp.status}: {await resp.text()}")
-                pause = min(30.0, max(2.0, float(resp.headers.get("Retry-After", "5"))))
+            try:
+                async with http.post(url, headers=headers, timeout=aiohttp.ClientTimeout(total=15)) as resp:
+                    if resp.status in (401, 403, 404):
+                        raise RuntimeError(f"POST /api/agent answered {resp.status}: {await resp.text()}")
+                    pause = min(30.0, max(2.0, float(resp.headers.get("Retry-After", "5"))))
+            except (aiohttp.ClientError, TimeoutError):
+                continue  # as the page does: a failed request is asked again at the same pace
 
     async def connect(self) -> None:
         await self.room.connect(self.session["url"], self.session["token"])

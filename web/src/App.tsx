@@ -6,18 +6,7 @@
  * request, the microphone prompt) checks that its generation is still current before touching the room,
  * so Stop really ends the session.
  */
-import {
-  BarVisualizer,
-  LiveKitRoom,
-  RoomAudioRenderer,
-  StartAudio,
-  useChat,
-  useConnectionState,
-  useLocalParticipant,
-  useTranscriptions,
-  useVoiceAssistant,
-  type AgentState,
-} from '@livekit/components-react';
+import { LiveKitRoom } from '@livekit/components-react';
 import {
   ConnectionState,
   Room,
@@ -26,12 +15,10 @@ import {
   type RemoteParticipant,
   type TextStreamReader,
 } from 'livekit-client';
-import { useCallback, useEffect, useMemo, useReducer, useRef, useState, type FormEvent } from 'react';
+import { useCallback, useEffect, useReducer, useRef, useState } from 'react';
 
-import { useAgentRequest, type AgentWait } from './agentRequest';
-import { AgentWaitNotice } from './AgentWaitNotice';
-import { watchModelFailure, withModelLink } from './failures';
-import { agentStateLabel, displayAgentState, END_REASON_ATTRIBUTE, endReasonMessage, MODE_ATTRIBUTE } from './labels';
+import { Conversation } from './Conversation';
+import { watchModelFailure } from './failures';
 import {
   initialResearchState,
   MAX_MESSAGE_CHARS,
@@ -48,7 +35,7 @@ import {
   SessionRequestError,
   type MicrophoneResult,
 } from './session';
-import { buildTranscript, TRANSCRIPTION_FINAL_ATTRIBUTE, type RawLine, type TranscriptLine } from './transcript';
+import { SessionView } from './SessionView';
 
 type Phase = 'idle' | 'starting' | 'active';
 
@@ -59,7 +46,6 @@ interface ActiveSession {
   token: string;
 }
 
-const MAX_CHAT_CHARS = 2_000;
 const CONNECT_TIMEOUT_MS = 30_000;
 
 /** Feed `lexvoz.research` packets and text streams into the reducer; returns the undo. */
@@ -302,189 +288,5 @@ export function App() {
         <ResearchPanel state={research} />
       </main>
     </div>
-  );
-}
-
-/**
- * Everything that needs the room context: agent state, audio, transcript and chat. `connected`: this
- * session's room has reached "connected" (LiveKitRoom's onConnected fired for it). `token`: the session's
- * join token, which also proves to the service that we are in the room when we ask it for an agent.
- */
-function SessionView({ connected, token }: { connected: boolean; token: string }) {
-  const { state: rawState, agent, audioTrack, agentAttributes } = useVoiceAssistant();
-  const state = withModelLink(displayAgentState(rawState, connected), agentAttributes);
-  // Kept once seen: the agent leaves the room right after saying goodbye, taking its attributes along.
-  const [endReason, setEndReason] = useState<string | undefined>(undefined);
-  const announcedEnd = agentAttributes?.[END_REASON_ATTRIBUTE];
-  useEffect(() => {
-    if (announcedEnd) setEndReason(announcedEnd);
-  }, [announcedEnd]);
-  // Not while reconnecting: the service could not see us in the room then, and would call the session invalid.
-  const roomState = useConnectionState();
-  const roomUp = connected && roomState === ConnectionState.Connected;
-  const agentWait = useAgentRequest({
-    token,
-    connected: roomUp,
-    agentPresent: agent !== undefined,
-    ended: Boolean(endReason ?? announcedEnd),
-  });
-  const transcriptions = useTranscriptions();
-  const { send, chatMessages, isSending } = useChat();
-  const { localParticipant } = useLocalParticipant();
-  const localIdentity = localParticipant.identity;
-
-  const lines = useMemo<TranscriptLine[]>(() => {
-    const spoken = transcriptions.map<RawLine>((t) => ({
-      id: `t-${t.streamInfo.id}`,
-      speaker: t.participantInfo.identity === localIdentity ? 'user' : 'agent',
-      text: t.text,
-      timestamp: t.streamInfo.timestamp,
-      typed: false,
-      finalAttribute: t.streamInfo.attributes?.[TRANSCRIPTION_FINAL_ATTRIBUTE],
-    }));
-    const typed = chatMessages.map<RawLine>((m) => ({
-      id: `c-${m.id}`,
-      speaker: m.from?.isLocal ? 'user' : 'agent',
-      text: m.message,
-      timestamp: m.timestamp,
-      typed: true,
-    }));
-    // The agent's state is an input: its newest line stops being "in progress" when it stops speaking.
-    return buildTranscript([...spoken, ...typed], rawState);
-  }, [transcriptions, chatMessages, localIdentity, rawState]);
-
-  const onSend = useCallback(
-    async (text: string) => {
-      await send(text);
-    },
-    [send],
-  );
-
-  return (
-    <>
-      <RoomAudioRenderer />
-      <StartAudio label="Activar el audio del agente" className="btn btn-secondary start-audio" />
-      <Conversation
-        state={state}
-        agentWait={agentWait}
-        endNotice={endReasonMessage(endReason)}
-        rehearsal={agentAttributes?.[MODE_ATTRIBUTE] === 'rehearsal'}
-        lines={lines}
-        onSend={onSend}
-        sending={isSending}
-        visualizer={<BarVisualizer state={state} track={audioTrack} barCount={7} className="visualizer" />}
-      />
-    </>
-  );
-}
-
-interface ConversationProps {
-  state: AgentState | undefined;
-  /** Connected, but no agent has joined: what the person is told (the session stays usable). */
-  agentWait?: AgentWait;
-  /** The agent ended the conversation itself (e.g. its maximum length): why, in Spanish. */
-  endNotice?: string | null;
-  rehearsal: boolean;
-  lines: TranscriptLine[];
-  onSend: ((text: string) => Promise<void>) | null;
-  sending: boolean;
-  visualizer?: React.ReactNode;
-}
-
-/** The conversation column; rendered without a room too, so the layout does not jump on Start. */
-function Conversation({
-  state,
-  agentWait = 'none',
-  endNotice = null,
-  rehearsal,
-  lines,
-  onSend,
-  sending,
-  visualizer,
-}: ConversationProps) {
-  const [draft, setDraft] = useState('');
-  const [sendError, setSendError] = useState<string | null>(null);
-  const transcriptRef = useRef<HTMLOListElement>(null);
-
-  useEffect(() => {
-    const el = transcriptRef.current;
-    if (el) el.scrollTop = el.scrollHeight;
-  }, [lines]);
-
-  const submit = async (event: FormEvent) => {
-    event.preventDefault();
-    const text = draft.trim();
-    if (!onSend || text.length === 0) return;
-    setSendError(null);
-    try {
-      await onSend(text);
-      setDraft('');
-    } catch {
-      setSendError('No se pudo enviar la pregunta. Inténtelo de nuevo.');
-    }
-  };
-
-  return (
-    <section className="panel conversation-panel" aria-labelledby="conversation-heading">
-      {rehearsal && (
-        <p className="rehearsal-banner" data-testid="rehearsal-banner" role="status">
-          Modo de ensayo: respuestas de un simulador local, no de OpenAI
-        </p>
-      )}
-      <div className="agent-status">
-        <h2 id="conversation-heading">Conversación</h2>
-        <p className={`agent-state agent-state-${state ?? 'inactive'}`} aria-live="polite">
-          Agente: <span data-testid="agent-state">{agentStateLabel(state)}</span>
-        </p>
-      </div>
-      {endNotice && (
-        <p className="agent-ended" data-testid="agent-ended" role="status">
-          {endNotice}
-        </p>
-      )}
-      <AgentWaitNotice wait={agentWait} />
-      <div className="visualizer-slot" aria-hidden="true">
-        {visualizer}
-      </div>
-      <ol className="transcript" data-testid="transcript" ref={transcriptRef} role="log" aria-label="Transcripción">
-        {lines.length === 0 && <li className="muted">La transcripción aparecerá aquí.</li>}
-        {lines.map((line) => (
-          <li key={line.id} className={`line line-${line.speaker}${line.final ? '' : ' line-interim'}`}>
-            <span className="speaker">{line.speaker === 'user' ? 'Usted' : 'Lexvoz'}</span>
-            {line.typed && <span className="typed-tag"> (escrito)</span>}
-            <span className="line-text">{line.text}</span>
-          </li>
-        ))}
-      </ol>
-      <form className="chat-form" onSubmit={(e) => void submit(e)}>
-        <label htmlFor="chat-input" className="visually-hidden">
-          Escriba su pregunta
-        </label>
-        <input
-          id="chat-input"
-          data-testid="chat-input"
-          type="text"
-          autoComplete="off"
-          maxLength={MAX_CHAT_CHARS}
-          placeholder={onSend ? 'Escriba su pregunta…' : 'Pulse «Empezar» para conversar'}
-          value={draft}
-          onChange={(e) => setDraft(e.target.value)}
-          disabled={!onSend}
-        />
-        <button
-          type="submit"
-          className="btn btn-primary"
-          data-testid="chat-send"
-          disabled={!onSend || sending || draft.trim().length === 0}
-        >
-          Enviar
-        </button>
-      </form>
-      {sendError && (
-        <p className="error" role="alert">
-          {sendError}
-        </p>
-      )}
-    </section>
   );
 }

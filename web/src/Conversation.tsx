@@ -1,0 +1,124 @@
+/**
+ * The conversation column: agent state, notices, transcript and the chat box. Rendered without a room too,
+ * so the layout does not jump on Start.
+ */
+import { type AgentState } from '@livekit/components-react';
+import { useEffect, useRef, useState, type FormEvent } from 'react';
+
+import { type AgentWait } from './agentRequest';
+import { AgentWaitNotice } from './AgentWaitNotice';
+import { agentStateLabel } from './labels';
+import { type TranscriptLine } from './transcript';
+
+const MAX_CHAT_CHARS = 2_000;
+
+export interface ConversationProps {
+  state: AgentState | undefined;
+  /** Connected, but no agent has joined: what the person is told (the session stays usable). */
+  agentWait?: AgentWait;
+  /** The agent ended the conversation itself (e.g. its maximum length): why, in Spanish. */
+  endNotice?: string | null;
+  rehearsal: boolean;
+  lines: TranscriptLine[];
+  onSend: ((text: string) => Promise<void>) | null;
+  sending: boolean;
+  visualizer?: React.ReactNode;
+}
+
+/** The conversation column; rendered without a room too, so the layout does not jump on Start. */
+export function Conversation({
+  state,
+  agentWait = 'none',
+  endNotice = null,
+  rehearsal,
+  lines,
+  onSend,
+  sending,
+  visualizer,
+}: ConversationProps) {
+  const [draft, setDraft] = useState('');
+  const [sendError, setSendError] = useState<string | null>(null);
+  const transcriptRef = useRef<HTMLOListElement>(null);
+
+  useEffect(() => {
+    const el = transcriptRef.current;
+    if (el) el.scrollTop = el.scrollHeight;
+  }, [lines]);
+
+  const submit = async (event: FormEvent) => {
+    event.preventDefault();
+    const text = draft.trim();
+    if (!onSend || text.length === 0) return;
+    setSendError(null);
+    try {
+      await onSend(text);
+      setDraft('');
+    } catch {
+      setSendError('No se pudo enviar la pregunta. Inténtelo de nuevo.');
+    }
+  };
+
+  return (
+    <section className="panel conversation-panel" aria-labelledby="conversation-heading">
+      {rehearsal && (
+        <p className="rehearsal-banner" data-testid="rehearsal-banner" role="status">
+          Modo de ensayo: respuestas de un simulador local, no de OpenAI
+        </p>
+      )}
+      <div className="agent-status">
+        <h2 id="conversation-heading">Conversación</h2>
+        <p className={`agent-state agent-state-${state ?? 'inactive'}`} aria-live="polite">
+          Agente: <span data-testid="agent-state">{agentStateLabel(state)}</span>
+        </p>
+      </div>
+      {endNotice && (
+        <p className="agent-ended" data-testid="agent-ended" role="status">
+          {endNotice}
+        </p>
+      )}
+      <AgentWaitNotice wait={agentWait} />
+      <div className="visualizer-slot" aria-hidden="true">
+        {visualizer}
+      </div>
+      <ol className="transcript" data-testid="transcript" ref={transcriptRef} role="log" aria-label="Transcripción">
+        {lines.length === 0 && <li className="muted">La transcripción aparecerá aquí.</li>}
+        {lines.map((line) => (
+          <li key={line.id} className={`line line-${line.speaker}${line.final ? '' : ' line-interim'}`}>
+            <span className="speaker">{line.speaker === 'user' ? 'Usted' : 'Lexvoz'}</span>
+            {line.typed && <span className="typed-tag"> (escrito)</span>}
+            <span className="line-text">{line.text}</span>
+          </li>
+        ))}
+      </ol>
+      <form className="chat-form" onSubmit={(e) => void submit(e)}>
+        <label htmlFor="chat-input" className="visually-hidden">
+          Escriba su pregunta
+        </label>
+        <input
+          id="chat-input"
+          data-testid="chat-input"
+          type="text"
+          autoComplete="off"
+          maxLength={MAX_CHAT_CHARS}
+          placeholder={onSend ? 'Escriba su pregunta…' : 'Pulse «Empezar» para conversar'}
+          value={draft}
+          onChange={(e) => setDraft(e.target.value)}
+          disabled={!onSend}
+        />
+        <button
+          type="submit"
+          className="btn btn-primary"
+          data-testid="chat-send"
+          disabled={!onSend || sending || draft.trim().length === 0}
+        >
+          Enviar
+        </button>
+      </form>
+      {sendError && (
+        <p className="error" role="alert">
+          {sendError}
+        </p>
+      )}
+    </section>
+  );
+}
