@@ -32,7 +32,7 @@ from livekit import api
 from livekit.protocol import agent as agent_proto
 
 from agent.settings import Settings
-from agent.web.session import SETTINGS_KEY, THROTTLE_KEY, RequestError, json_response, origin_allowed, peer_address
+from agent.web.session import THROTTLE_KEY, RequestError, foreign_origin_refusal, json_response, peer_address
 from agent.web.tokens import IDENTITY_PREFIX, ROOM_PREFIX
 
 log = logging.getLogger("lexvoz.web")
@@ -218,13 +218,11 @@ async def request_agent(request: web.Request) -> web.Response:
     200 when an agent is in the room; 202 when one was requested now or is on its way (ask again after N
     seconds if none has joined); 401, 404 and 429 as `{"error": ...}`; 503 when LiveKit does not answer.
     """
-    settings = request.app[SETTINGS_KEY]
+    if (refusal := foreign_origin_refusal(request, "agent request")) is not None:
+        return refusal
     throttle = request.app[THROTTLE_KEY]
     peer = peer_address(request)
     no_store = {"Cache-Control": "no-store"}
-    if not origin_allowed(request, settings):
-        throttle.warning("origin", "agent request refused: origin not allowed (peer %s)", peer)
-        return json_response({"error": "origen no permitido"}, status=403, headers=no_store)
     agents = request.app[AGENTS_KEY]
     retry = {"Retry-After": str(math.ceil(agents.retry_after_s)), **no_store}
     try:

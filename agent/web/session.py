@@ -78,6 +78,14 @@ def origin_allowed(request: web.Request, settings: Settings) -> bool:
     return parts.scheme in ("http", "https") and bool(parts.netloc) and parts.netloc.lower() == host.lower()
 
 
+def foreign_origin_refusal(request: web.Request, what: str) -> web.Response | None:
+    """403 for a request a browser sent from another origin (with one throttled warning naming `what`)."""
+    if origin_allowed(request, request.app[SETTINGS_KEY]):
+        return None
+    request.app[THROTTLE_KEY].warning("origin", "%s refused: origin not allowed (peer %s)", what, peer_address(request))
+    return json_response({"error": "origen no permitido"}, status=403, headers={"Cache-Control": "no-store"})
+
+
 async def _read_at_most(request: web.Request, limit: int) -> bytes:
     """The whole body, or its first `limit` bytes; `read(n)` alone returns whatever has arrived so far."""
     buf = bytearray()
@@ -126,9 +134,8 @@ async def create_session(request: web.Request) -> web.Response:
     throttle = request.app[THROTTLE_KEY]
     peer = peer_address(request)
     no_store = {"Cache-Control": "no-store"}
-    if not origin_allowed(request, settings):
-        throttle.warning("origin", "session refused: origin not allowed (peer %s)", peer)
-        return json_response({"error": "origen no permitido"}, status=403, headers=no_store)
+    if (refusal := foreign_origin_refusal(request, "session")) is not None:
+        return refusal
     limiter = request.app[LIMITER_KEY]
     if not await limiter.try_acquire(peer):
         throttle.warning("rate", "token rate limit hit (peer %s)", peer)
