@@ -95,7 +95,10 @@ async def test_a_stopped_worker_leaves_its_rooms_and_new_rooms_go_to_the_survivo
     assert all(cluster.worker_for(p.name) is survivor for p in fresh)
 
     # What the page then does: ask the page service for an agent again, which dispatches one through the
-    # cluster (node A's API, whichever node holds the room); the surviving worker takes the conversation over.
+    # cluster (node A's API, whichever node holds the room); the surviving worker takes the conversation over
+    # once it has a free slot. The conversations that got their answers end, as people hang up.
+    for person in [*fresh, *by_worker[survivor.name]]:
+        await asyncio.wait_for(person.aclose(), 10)
     assert cluster.settings is not None
     rooms = LiveKitRooms(cluster.settings)
     requests = AgentRequests(cluster.settings, rooms)
