@@ -69,28 +69,18 @@ vi.mock('livekit-client', async (importOriginal) => {
 
 vi.mock('@livekit/components-react', async () => {
   const { useSyncExternalStore } = await import('react');
+  const { livekitComponentsDouble } = await import('./testDoubles');
   const subscribe = (fn: () => void) => {
     h.listeners.add(fn);
     return () => h.listeners.delete(fn);
   };
-  const nothing = () => null;
-  return {
-    LiveKitRoom: (props: LiveKitRoomProps) => {
-      h.liveKitRoomRenders.push(props);
-      return <div data-testid="livekit-room">{props.children}</div>;
-    },
-    BarVisualizer: nothing,
-    RoomAudioRenderer: nothing,
-    StartAudio: nothing,
+  return livekitComponentsDouble(h.liveKitRoomRenders, {
     useVoiceAssistant: () => {
       const view = useSyncExternalStore(subscribe, () => h.view);
       return { state: view.agent ? 'listening' : 'connecting', audioTrack: undefined, ...view };
     },
-    useConnectionState: () => 'connected',
-    useTranscriptions: () => [],
     useChat: () => ({ send: vi.fn(), chatMessages: [], isSending: false }),
-    useLocalParticipant: () => ({ localParticipant: { identity: 'usuario' } }),
-  };
+  });
 });
 
 const SESSION = { url: 'ws://127.0.0.1:7880', token: 'tok-de-la-sesion', room: 'sala', identity: 'usuario' };

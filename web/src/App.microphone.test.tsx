@@ -76,22 +76,12 @@ vi.mock('livekit-client', async (importOriginal) => {
   return { ...actual, Room };
 });
 
-vi.mock('@livekit/components-react', () => {
-  const nothing = () => null;
-  return {
-    LiveKitRoom: (props: LiveKitRoomProps) => {
-      h.liveKitRoomRenders.push(props);
-      return <div data-testid="livekit-room">{props.children}</div>;
-    },
-    BarVisualizer: nothing,
-    RoomAudioRenderer: nothing,
-    StartAudio: nothing,
+vi.mock('@livekit/components-react', async () => {
+  const { livekitComponentsDouble } = await import('./testDoubles');
+  return livekitComponentsDouble(h.liveKitRoomRenders, {
     useVoiceAssistant: () => ({ state: 'listening', agent: undefined, audioTrack: undefined, agentAttributes: {} }),
-    useConnectionState: () => 'connected',
-    useTranscriptions: () => [],
     useChat: () => ({ send: h.send, chatMessages: [], isSending: false }),
-    useLocalParticipant: () => ({ localParticipant: { identity: 'usuario' } }),
-  };
+  });
 });
 
 const SESSION = { url: 'ws://127.0.0.1:7880', token: 'tok', room: 'sala', identity: 'usuario' };

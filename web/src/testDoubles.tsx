@@ -1,0 +1,27 @@
+/**
+ * The @livekit/components-react double the page's App-level tests share: LiveKitRoom renders its children
+ * and records its props, the visual parts render nothing, and the hooks answer as in a connected room with
+ * no transcript. Each test passes the hooks it drives itself (the agent it shows, what sending does).
+ * Test code only: nothing in the page imports it.
+ */
+import type { ReactNode } from 'react';
+
+export function livekitComponentsDouble<P extends { children?: ReactNode }>(
+  renders: P[],
+  hooks: Record<string, unknown>,
+): Record<string, unknown> {
+  const nothing = () => null;
+  return {
+    LiveKitRoom: (props: P) => {
+      renders.push(props);
+      return <div data-testid="livekit-room">{props.children}</div>;
+    },
+    BarVisualizer: nothing,
+    RoomAudioRenderer: nothing,
+    StartAudio: nothing,
+    useConnectionState: () => 'connected',
+    useTranscriptions: () => [],
+    useLocalParticipant: () => ({ localParticipant: { identity: 'usuario' } }),
+    ...hooks,
+  };
+}
