@@ -121,8 +121,7 @@ def job_load(server: AgentServer) -> float:
     configured): reported unscaled, a worker with 4 slots looked full with 3 conversations, and a room that
     arrived then never got an agent. Scaled, it reads as full exactly when admission would refuse.
     """
-    in_use = running_jobs(server) + admission.starting
-    return settings.livekit_target_load * min(1.0, in_use / settings.max_jobs)
+    return settings.livekit_target_load * min(1.0, admission.in_use_with(running_jobs(server)) / settings.max_jobs)
 
 
 class JobAdmission:
@@ -142,13 +141,12 @@ class JobAdmission:
         self._starting = 0
 
     @property
-    def starting(self) -> int:
-        """Jobs accepted and not yet running."""
-        return self._starting
-
-    @property
     def in_use(self) -> int:
-        return self._running() + self._starting
+        return self.in_use_with(self._running())
+
+    def in_use_with(self, running: int) -> int:
+        """Slots taken when `running` jobs run: those plus the jobs accepted and still starting."""
+        return running + self._starting
 
     async def __call__(self, request: JobRequest) -> None:
         if self.in_use >= self._max_jobs:
