@@ -37,7 +37,7 @@ CANDIDATES: dict[str, Callable[[Signals], float]] = {
     "dense_max": lambda s: s.dense_max,
     "coverage": lambda s: s.coverage,
     "log1p(expansion_terms)": lambda s: math.log1p(s.expansion_terms),
-    "log1p(lex_max)": lambda s: math.log1p(max(s.lex_max, 0.0)),
+    "log1p(lex_max)": lambda s: s.log_lex_max,
     "gloss_max": lambda s: s.gloss_max,
 }
 # Abstain rules that need no fitting (`scope`): a question set in another country, or one asking for a quantity

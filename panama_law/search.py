@@ -141,9 +141,14 @@ class Signals:
         order = self.rankings.get(ranking, [])
         return order.index(pos) + 1 if pos in order else None
 
+    @property
+    def log_lex_max(self) -> float:
+        """log1p of the best article's BM25 score (never negative): the abstain model's lexical input."""
+        return math.log1p(max(self.lex_max, 0.0))
+
     def features(self) -> tuple[float, float]:
         """The abstain model's inputs, in the order of `ABSTAIN_FEATURES`."""
-        return (self.dense_max, math.log1p(max(self.lex_max, 0.0)))
+        return (self.dense_max, self.log_lex_max)
 
     def evidence(self, cfg: SearchConfig) -> float:
         """One number for "how much does the index speak to this" (a logit; higher is in scope).
