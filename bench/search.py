@@ -8,7 +8,8 @@ starts the server in a subprocess, sends >= 500 `tools/call` requests with a rea
 eval file's questions, and writes build time, peak memory of the build and of the server, latency percentiles, the
 CPU the client and the server spend per call, the in-process search time split into the query embedding and the
 rest, and the machine's load average to bench/results/search.json (the machine may be shared: read latency with
-the load).
+the load). It also times fixed reference work before and after (`bench/hostspeed.py`): the same code has run
+twice as slow on this machine on another day, and only the reference tells a slower host from slower code.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # `python bench/search.py` from the repository root
     sys.path.insert(0, str(ROOT))
 
+from bench.hostspeed import reference  # noqa: E402
 from bench.stats import percentile  # noqa: E402
 from panama_law import corpus, index  # noqa: E402
 from tests import constitution  # noqa: E402
@@ -178,6 +180,7 @@ def main() -> int:
         args.source = found.path
     questions = [json.loads(line)["question"] for line in args.eval_file.read_text("utf-8").splitlines() if line]
     load_at_start = os.getloadavg()
+    reference_at_start = reference()
 
     with tempfile.TemporaryDirectory(prefix="panama-law-bench-") as data_dir:
         constitution_s = _timed_import(args.source, data_dir)
@@ -252,6 +255,8 @@ def main() -> int:
         "cpu_count": os.cpu_count(),
         "load_average_at_start": [round(x, 2) for x in load_at_start],
         "load_average_at_end": [round(x, 2) for x in os.getloadavg()],
+        "host_reference_at_start": reference_at_start,
+        "host_reference_at_end": reference(),
     }
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(figures, indent=2) + "\n", encoding="utf-8")
