@@ -203,6 +203,16 @@ def _how_much(token: str, after: Sequence[str], units: set[str], about: set[str]
         units |= _PEOPLE | {PERCENT}
 
 
+def _share_named(after: Sequence[str]) -> str | None:
+    """The thing whose amount is asked in "¿cuánto me toca de prima?" or "¿cuánto me pagan de la liquidación?".
+
+    Without it, any amount an article states about anything would answer the question."""
+    if "de" not in after[:3] or not any(t in _SHARE_VERBS or t in _MONEY_VERBS for t in after[:2]):
+        return None  # "¿cuánto tiempo de licencia…?" asks a duration, which an article may state in other words
+    named = [t for t in after[after.index("de") + 1 :][:3] if t not in _SKIP]
+    return stem(named[0]) if named else None
+
+
 def asked_quantity(query: str) -> Asked | None:
     """The quantity (or the papers of an errand) a question asks for, None if it asks for none."""
     tokens = words(query)
@@ -218,6 +228,9 @@ def asked_quantity(query: str) -> Asked | None:
                 continue
             interrogative = True
             _how_much(token, after, units, about)
+            share = _share_named(tokens[i + 1 : i + 7]) if token == "cuanto" else None
+            if share is not None:
+                about.add(share)
             # "¿(de) cuánto es ...?": some amount, of a kind the rest of the question may name.
             some_amount |= token == "cuanto" and (
                 after[:1] in (["es"], ["son"]) or any(t in _SHARE_VERBS for t in after[:2])

@@ -88,6 +88,25 @@ def test_an_article_answers_a_quantity_only_if_it_states_one_of_that_unit_about_
     assert not loan.unstated(asked_quantity("cuánto tiempo me puedo quedar con la bici"), [0])
 
 
+def test_an_amount_asked_of_a_named_thing_is_answered_only_by_an_article_stating_one_about_it() -> None:
+    """"¿Cuánto me toca de prima?" was answered by any article stating any amount (a minimum wage, a working day
+    of eight hours): the thing after "de" is what the amount must be about. A duration is not narrowed so: an
+    article may state the weeks of a leave without the caller's word for it."""
+    prima = asked_quantity("si renuncio cuánto me toca de prima")
+    share = asked_quantity("cuánto me pagan de la liquidación")
+    assert prima is not None and prima.about == {stem("prima")}
+    assert share is not None and share.about == {stem("liquidación")}
+    leave = asked_quantity("cuánto tiempo de licencia me dan cuando nazca el bebé")
+    assert leave is not None and leave.about == frozenset()
+    quantities = ArticleQuantities(
+        [
+            "La jornada máxima de trabajo diurno es de ocho horas y el salario mínimo será revisado cada dos años.",
+            "El trabajador que renuncie recibirá una prima de quince días de salario por cada año de servicio.",
+        ]
+    )
+    assert quantities.unstated(prima, [0]) and not quantities.unstated(prima, [1])
+
+
 def test_the_papers_of_an_errand_are_answered_only_by_an_article_that_lists_documents_to_present() -> None:
     for question in (
         "qué papeles me piden en la alcaldía para abrir una fonda",
