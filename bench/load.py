@@ -15,7 +15,9 @@ question). It prints one JSON line and writes `bench/results/load.json`:
 - `rss_mb_per_session` / `pss_mb_per_session`: the worker's process tree at its peak, divided by N;
 - `cpu_s_per_session_minute`: the worker tree's CPU seconds per conversation-minute while people talk;
 - the same memory and CPU figures for livekit-server, the stand-in, the search server and this process
-  (the load generator), and the load average at start and end (the machine may be shared).
+  (the load generator), the load average at start and end (the machine may be shared), and `host_reference`:
+  fixed work timed before the stack starts (`bench/hostspeed.py`), since this machine has run the same code
+  twice as fast on one day as on another.
 
 With `--queue`, people behave as they do with a full host: each leaves when done, and whoever found no
 free agent waits for one the way the page does (asking `POST /api/agent` again), for up to `--wait-s`;
@@ -46,6 +48,7 @@ if str(ROOT) not in sys.path:  # `python bench/load.py` from the repository root
 import aiohttp  # noqa: E402
 
 from agent.devstack.stack import Stack, StackOptions, _terminate, _wait_for_text  # noqa: E402
+from bench.hostspeed import reference_in_subprocess  # noqa: E402
 from bench.procstats import Sampler, TreeStats  # noqa: E402
 from bench.stats import percentile  # noqa: E402
 from tests import constitution  # noqa: E402
@@ -275,6 +278,7 @@ def main(argv: list[str] | None = None) -> int:
     # Every person asks the page service from 127.0.0.1: lift its per-address limit for this run only.
     os.environ["LEXVOZ_TOKEN_REQUESTS_PER_MINUTE"] = str(max(10, args.sessions * 2))
     load_start = os.getloadavg()
+    host_reference = reference_in_subprocess()  # before the stack: the host's own speed, comparable across days
     with tempfile.TemporaryDirectory(prefix="lexvoz-load-") as tmp:
         base = Path(tmp)
         data_dir = base / "data"
@@ -316,6 +320,7 @@ def main(argv: list[str] | None = None) -> int:
         "queue": args.queue,
         "load_average_at_start": [round(x, 2) for x in load_start],
         "load_average_at_end": [round(x, 2) for x in os.getloadavg()],
+        "host_reference": host_reference,
         "cpus": os.cpu_count(),
         "python": platform.python_version(),
     }
