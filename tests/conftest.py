@@ -11,18 +11,23 @@ from __future__ import annotations
 import secrets
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import pytest
 from _pytest.terminal import TerminalReporter
+from aiohttp.test_utils import TestClient, TestServer
 
 from agent.ops import digest
+from agent.settings import Settings
+from agent.web.app import create_app
 from panama_law import corpus, index
 from panama_law.build import import_file
 from panama_law.search import Searcher
 from tests import constitution
 from tests.mcp_fixture import FakeMcpServer
 from tests.search_server import serving
+from tests.web_app import ClientFactory, built_page, make_settings
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -88,3 +93,25 @@ def pytest_terminal_summary(terminalreporter: TerminalReporter) -> None:
             yellow=True,
             bold=True,
         )
+
+
+@pytest.fixture
+def dist(tmp_path: Path) -> Path:
+    return built_page(tmp_path)
+
+
+@pytest.fixture
+async def make_client(dist: Path) -> AsyncIterator[ClientFactory]:
+    """The page service's aiohttp app on a loopback port, through aiohttp's test client (closed afterwards)."""
+    clients: list[TestClient[Any, Any]] = []
+
+    async def factory(settings: Settings | None = None, static_dir: Path | None = None) -> TestClient[Any, Any]:
+        app = create_app(settings or make_settings(), static_dir=static_dir if static_dir is not None else dist)
+        client: TestClient[Any, Any] = TestClient(TestServer(app, host="127.0.0.1"))
+        await client.start_server()
+        clients.append(client)
+        return client
+
+    yield factory
+    for client in clients:
+        await client.close()

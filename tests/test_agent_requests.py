@@ -22,7 +22,7 @@ from agent.web.app import create_app
 from agent.web.dispatch import AGENTS_KEY, AgentRequests, RoomView, agent_joining, offer_pending
 from agent.web.session import RequestError
 from agent.web.tokens import mint_token, new_identity, new_room_name
-from tests.test_token_service import API_KEY, API_SECRET, make_settings
+from tests.web_app import API_KEY, API_SECRET, make_settings
 
 SETTINGS = make_settings(LEXVOZ_AGENT_RETRY_S=5, LEXVOZ_MAX_CONVERSATION_S=600)
 

@@ -89,8 +89,8 @@ def test_an_article_answers_a_quantity_only_if_it_states_one_of_that_unit_about_
 
 
 def test_an_amount_asked_of_a_named_thing_is_answered_only_by_an_article_stating_one_about_it() -> None:
-    """"¿Cuánto me toca de prima?" was answered by any article stating any amount (a minimum wage, a working day
-    of eight hours): the thing after "de" is what the amount must be about. A duration is not narrowed so: an
+    """Before, "¿cuánto me toca de prima?" was answered by any article stating any amount (a minimum wage, a working
+    day of eight hours): the thing after "de" is what the amount must be about. A duration is not narrowed so: an
     article may state the weeks of a leave without the caller's word for it."""
     prima = asked_quantity("si renuncio cuánto me toca de prima")
     share = asked_quantity("cuánto me pagan de la liquidación")

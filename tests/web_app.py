@@ -1,0 +1,39 @@
+"""Shared by the page service's tests: settings built from explicit values only, and a built page stand-in."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from agent.settings import Settings
+
+API_KEY = "test-key"
+API_SECRET = "test-secret-that-must-never-leak-0123456789"
+
+ClientFactory = Callable[..., Any]
+
+
+def make_settings(**overrides: Any) -> Settings:
+    """Settings built from explicit values only: no `.env`, no environment surprises."""
+    values: dict[str, Any] = {
+        "LIVEKIT_URL": "ws://127.0.0.1:7880",
+        "LIVEKIT_API_KEY": API_KEY,
+        "LIVEKIT_API_SECRET": API_SECRET,
+        "LEXVOZ_AGENT_NAME": "lexvoz-test",
+        "LEXVOZ_TOKEN_TTL_S": 600,
+        "LEXVOZ_TOKEN_REQUESTS_PER_MINUTE": 100,
+    }
+    values.update(overrides)
+    return Settings(_env_file=None, **values)  # type: ignore[call-arg]
+
+
+def built_page(tmp_path: Path) -> Path:
+    """A stand-in for `web/dist`: an index page, one hashed asset, and a secret file just outside it."""
+    root = tmp_path / "dist"
+    (root / "assets").mkdir(parents=True)
+    (root / "index.html").write_text("<!doctype html><title>Lexvoz</title>", encoding="utf-8")
+    (root / "assets" / "index-abc123.js").write_text("console.log('lexvoz')", encoding="utf-8")
+    (root / ".hidden").write_text("nope", encoding="utf-8")
+    (tmp_path / "outside.txt").write_text("outside", encoding="utf-8")
+    return root
