@@ -1,14 +1,15 @@
 /**
  * App's microphone handling, end to end through its own Start/Stop logic:
  *  - a permission prompt answered after Stop releases the track and does not revive the session;
- *  - a refused permission shows a Spanish notice (data-testid mic-error) and typed questions still work.
+ *  - a refused permission shows a Spanish notice (data-testid mic-error) and typed questions still work;
+ * and, through the same fake room, what the research panel shows when the agent leaves mid-search.
  *
  * Mocked at the module boundaries only: `acquireMicrophone` (so the prompt can be held open), `fetch`
  * (the token service), livekit-client's `Room` (no network) and @livekit/components-react (LiveKitRoom
  * and the hooks that need a real room). Everything in App.tsx and the rest of session.ts runs for real.
  */
 import { act, cleanup, fireEvent, render, screen } from '@testing-library/react';
-import type { LocalAudioTrack } from 'livekit-client';
+import { ParticipantKind, RoomEvent, type LocalAudioTrack } from 'livekit-client';
 import type { ReactNode } from 'react';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 
@@ -23,6 +24,7 @@ interface FakeRoom {
     publishTrack: ReturnType<typeof vi.fn>;
   };
   simulateConnected(): void;
+  emit(event: string, ...args: unknown[]): void;
 }
 
 interface LiveKitRoomProps {
@@ -70,7 +72,10 @@ vi.mock('livekit-client', async (importOriginal) => {
     unregisterTextStreamHandler() {}
     simulateConnected() {
       this.state = actual.ConnectionState.Connected;
-      for (const fn of [...(this.handlers.get(actual.RoomEvent.Connected) ?? [])]) fn();
+      this.emit(actual.RoomEvent.Connected);
+    }
+    emit(event: string, ...args: unknown[]) {
+      for (const fn of [...(this.handlers.get(event) ?? [])]) fn(...args);
     }
   }
   return { ...actual, Room };
@@ -346,5 +351,30 @@ describe('App: privacy notice', () => {
     expect(window.sessionStorage.getItem('lexvoz.resume')).toBe('r1');
     fireEvent.click(screen.getByTestId('stop-button'));
     expect(window.sessionStorage.getItem('lexvoz.resume')).toBeNull();
+  });
+});
+
+describe('App: the agent leaves while a search runs', () => {
+  it('shows the search as interrupted instead of running for good, and only for the agent leaving', async () => {
+    vi.mocked(acquireMicrophone).mockResolvedValue({ ok: true, track: fakeTrack() });
+    render(<App />);
+    fireEvent.click(screen.getByTestId('start-button'));
+    await settle();
+    const room = h.rooms[0]!;
+    await act(async () => room.simulateConnected());
+    await settle();
+
+    const agent = { identity: 'agente', kind: ParticipantKind.AGENT };
+    const started = { v: 1, type: 'started', call_id: 'c1', turn: 1, query: 'derecho a huelga' };
+    const payload = new TextEncoder().encode(JSON.stringify(started));
+    await act(async () => room.emit(RoomEvent.DataReceived, payload, agent, 0, 'lexvoz.research'));
+    expect(screen.getByTestId('research-query').textContent).toBe('Investigando: derecho a huelga');
+
+    const person = { identity: 'otra', kind: ParticipantKind.STANDARD };
+    await act(async () => room.emit(RoomEvent.ParticipantDisconnected, person));
+    expect(screen.queryByTestId('research-interrupted')).toBeNull();
+
+    await act(async () => room.emit(RoomEvent.ParticipantDisconnected, agent));
+    expect(screen.getByTestId('research-interrupted').textContent).toContain('el agente se desconectó');
   });
 });

@@ -9,6 +9,7 @@
 import { LiveKitRoom } from '@livekit/components-react';
 import {
   ConnectionState,
+  ParticipantKind,
   Room,
   RoomEvent,
   type LocalAudioTrack,
@@ -48,13 +49,17 @@ interface ActiveSession {
 
 const CONNECT_TIMEOUT_MS = 30_000;
 
-/** Feed `lexvoz.research` packets and text streams into the reducer; returns the undo. */
+/** Feed `lexvoz.research` packets and text streams into the reducer, and the agent's leaving; returns the undo. */
 function attachResearch(room: Room, dispatch: (action: ResearchAction) => void): () => void {
   const onData = (payload: Uint8Array, participant?: RemoteParticipant, _kind?: unknown, topic?: string) => {
     if (topic !== RESEARCH_TOPIC) return;
     dispatch({ type: 'received', sender: participant ? { kind: participant.kind } : undefined, payload });
   };
   room.on(RoomEvent.DataReceived, onData);
+  const onLeft = (participant: RemoteParticipant) => {
+    if (participant.kind === ParticipantKind.AGENT) dispatch({ type: 'agentGone' });
+  };
+  room.on(RoomEvent.ParticipantDisconnected, onLeft);
   room.registerTextStreamHandler(RESEARCH_TOPIC, async (reader: TextStreamReader, info: { identity: string }) => {
     let text = '';
     for await (const chunk of reader) {
@@ -66,6 +71,7 @@ function attachResearch(room: Room, dispatch: (action: ResearchAction) => void):
   });
   return () => {
     room.off(RoomEvent.DataReceived, onData);
+    room.off(RoomEvent.ParticipantDisconnected, onLeft);
     room.unregisterTextStreamHandler(RESEARCH_TOPIC);
   };
 }

@@ -138,4 +138,13 @@ describe('ResearchPanel', () => {
     expect(screen.getByTestId('research-failed').textContent).toBe('La búsqueda tardó demasiado y se canceló.');
     expect(screen.getByTestId('research-discarded').textContent).toBe('Descartada: la pregunta cambió');
   });
+
+  it('says a search was interrupted when the agent left before it ended', () => {
+    const running = stateFrom({ v: 1, type: 'started', call_id: 'a', turn: 1, query: 'uno' });
+    render(<ResearchPanel state={researchReducer(running, { type: 'agentGone' })} />);
+    expect(screen.getByTestId('research-interrupted').textContent).toBe(
+      'Interrumpida: el agente se desconectó antes de terminar esta búsqueda.',
+    );
+    expect(screen.getByTestId('research-query').textContent).toBe('Búsqueda: uno');
+  });
 });

@@ -98,6 +98,11 @@ function EntryView({ entry }: { entry: ResearchEntry }) {
           {failureText(entry.reason ?? '')}
         </p>
       )}
+      {entry.status === 'interrupted' && (
+        <p className="research-failed" data-testid="research-interrupted" role="status">
+          Interrumpida: el agente se desconectó antes de terminar esta búsqueda.
+        </p>
+      )}
       {entry.status === 'discarded' && (
         <p className="research-discarded" data-testid="research-discarded">
           Descartada: la pregunta cambió

@@ -199,6 +199,19 @@ describe('researchReducer', () => {
     expect(state.entries[0]).toMatchObject({ callId: 'late', status: 'completed' });
   });
 
+  it('marks searches still running as interrupted when the agent leaves, and only those', () => {
+    const failed = { v: 1, type: 'failed', call_id: 'c0', turn: 2, reason: 'timeout' };
+    const state = feed([{ ...started, call_id: 'c0', turn: 2 }, failed, started]);
+    const gone = researchReducer(state, { type: 'agentGone' });
+    expect(gone.entries.map((e) => [e.callId, e.status])).toEqual([
+      ['c1', 'interrupted'],
+      ['c0', 'failed'],
+    ]);
+    expect(researchReducer(gone, { type: 'agentGone' })).toBe(gone);
+    // An outcome that still arrives (the same agent back after a network blip) is the better information.
+    expect(feed([completed], agent, gone).entries[0]).toMatchObject({ callId: 'c1', status: 'completed' });
+  });
+
   it('resets', () => {
     expect(researchReducer(feed([started]), { type: 'reset' })).toEqual(initialResearchState);
   });

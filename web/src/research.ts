@@ -76,7 +76,8 @@ export type ResearchMessage =
   | { type: 'failed'; callId: string; turn: number; reason: string }
   | { type: 'discarded'; callId: string; turn: number };
 
-export type ResearchStatus = 'running' | 'completed' | 'failed' | 'discarded';
+/** `interrupted`: the agent left the room (its worker stopped) before the search reported how it ended. */
+export type ResearchStatus = 'running' | 'completed' | 'failed' | 'discarded' | 'interrupted';
 
 export interface ResearchEntry {
   callId: string;
@@ -102,6 +103,7 @@ export interface ResearchSender {
 
 export type ResearchAction =
   | { type: 'received'; sender: ResearchSender | undefined; payload: string | Uint8Array }
+  | { type: 'agentGone' }
   | { type: 'reset' };
 
 /** Only the agent participant may feed the panel: a person in the room must not be able to fake evidence. */
@@ -256,6 +258,11 @@ export function researchReducer(state: ResearchState, action: ResearchAction): R
   switch (action.type) {
     case 'reset':
       return initialResearchState;
+    case 'agentGone':
+      // No outcome can come any more: a search left "running" would spin on the page for good.
+      return state.entries.some((e) => e.status === 'running')
+        ? { entries: state.entries.map((e) => (e.status === 'running' ? { ...e, status: 'interrupted' } : e)) }
+        : state;
     case 'received': {
       if (!isAgentSender(action.sender)) return state;
       const message = parseResearchMessage(action.payload);
