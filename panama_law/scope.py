@@ -213,6 +213,16 @@ def _share_named(after: Sequence[str]) -> str | None:
     return stem(named[0]) if named else None
 
 
+def _which_is(before: Sequence[str]) -> bool:
+    """ "¿Cuál es la tasa…?", "¿cuáles son las tarifas…?": the noun that follows is asked for, as after "qué"."""
+    return (
+        len(before) == 3
+        and before[0] in ("cual", "cuales")
+        and before[1] in ("es", "son", "seria")
+        and (before[2] in ("el", "la", "los", "las"))
+    )
+
+
 def asked_quantity(query: str) -> Asked | None:
     """The quantity (or the papers of an errand) a question asks for, None if it asks for none."""
     tokens = words(query)
@@ -241,7 +251,7 @@ def asked_quantity(query: str) -> Asked | None:
             units.add(CLOCK)
         elif token in _PAPER_NOUNS and before[-1:] in (["que"], ["cuales"]) and any(t in _PAPER_VERBS for t in after):
             papers = True
-        elif (interrogative or before[-1:] == ["que"]) and not indirect:
+        elif (interrogative or before[-1:] == ["que"] or _which_is(tokens[max(i - 3, 0) : i])) and not indirect:
             if token in _MONEY_NOUNS:
                 units.add(MONEY)
             elif token in _PERCENT_NOUNS:

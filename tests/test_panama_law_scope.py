@@ -64,6 +64,11 @@ def test_quantities_asked_name_their_unit_and_what_they_count() -> None:
     assert opening is not None and opening.units == {CLOCK}
     age = asked_quantity("a qué edad se puede votar")
     assert age is not None and age.units == {stem("años")}
+    rate = asked_quantity("cuál es la tasa del impuesto de inmueble para una casa")  # "cuál es" asks like "qué"
+    assert rate is not None and rate.units == {PERCENT}
+    fares = asked_quantity("cuáles son las tarifas del agua en colón")
+    assert fares is not None and fares.units == {MONEY}
+    assert asked_quantity("cuál es el derecho que tengo si me detienen") is None
     assert asked_quantity("quién decide cuánto se cobra de peaje en el canal") is None  # asks who, not how much
     assert asked_quantity("puedo practicar cualquier religión") is None
 
