@@ -8,6 +8,7 @@ question). It prints one JSON line and writes `bench/results/load.json`:
 
 - `completed`: people who got an agent and a `completed` message for both questions;
 - `evidence_lost`: `started` messages that never got `completed`, `failed` or `discarded`;
+- `answers_without_evidence`: the answers that ended `failed` (with the reason) or `discarded`, counted by kind;
 - `listen_p50_s` / `listen_p95_s`: from asking for a session to the agent hearing the person (in the room,
   subscribed to the microphone, voice model connected: speech is heard from here on, over the greeting too);
 - `greeted_p50_s` / `greeted_p95_s`: until the greeting has been played to the end and the agent listens;
@@ -38,6 +39,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -120,6 +122,7 @@ class Outcome:
         self.greeted_s: float | None = None
         self.tool_ms: list[float] = []
         self.completed = 0
+        self.not_completed: list[str] = []  # "failed: <reason>" or "discarded", one per answer without evidence
         self.lost: list[str] = []
         self.error: str | None = None
         self.waited = False
@@ -149,6 +152,9 @@ async def one_person(
             if outcome.type == "completed":
                 out.completed += 1
                 out.tool_ms.append(float(outcome.body["tool_duration_ms"]))
+            else:  # an answer without evidence is no error of the run, but it must be visible in the figures
+                reason = outcome.body.get("reason")
+                out.not_completed.append(f"{outcome.type}: {reason}" if reason else outcome.type)
             await person.wait_until_listening(timeout_s)  # the spoken answer is over: no barge-in
     except Exception as exc:
         out.error = f"{type(exc).__name__}: {exc}"
@@ -233,6 +239,7 @@ async def drive(
         "got_agent": len(listen),
         "completed": sum(1 for o in outcomes if o.completed == 2),
         "evidence_lost": sum(len(o.lost) for o in outcomes),
+        "answers_without_evidence": dict(Counter(kind for o in outcomes for kind in o.not_completed)),
         "waited": sum(1 for o in outcomes if o.waited),
         "listen_p50_s": round(percentile(listen, 50), 2) if listen else None,
         "listen_p95_s": round(percentile(listen, 95), 2) if listen else None,
