@@ -33,13 +33,15 @@ class FakeRooms:
     def __init__(self) -> None:
         self.views: dict[str, RoomView] = {}
         self.dispatched: list[tuple[str, str]] = []
+        self.gone: list[str | None] = []  # what each view was told about an agent seen leaving
         self.fail: Exception | None = None
         self.slow: asyncio.Event | None = None
 
     def waiting(self, room: str, identity: str) -> None:
         self.views[room] = RoomView(caller_present=True, agent_present=False)
 
-    async def view(self, room: str, identity: str, agent_name: str) -> RoomView | None:
+    async def view(self, room: str, identity: str, agent_name: str, gone: str | None = None) -> RoomView | None:
+        self.gone.append(gone)
         if self.fail is not None:
             raise self.fail
         if self.slow is not None:
@@ -87,10 +89,16 @@ def session() -> tuple[str, str, str]:
     return room, identity, mint_token(SETTINGS, room=room, identity=identity)
 
 
-async def ask(client: TestClient[Any, Any], token: str | None, **headers: str) -> tuple[int, dict[str, Any], Any]:
+async def ask(
+    client: TestClient[Any, Any], token: str | None, body: Any = None, **headers: str
+) -> tuple[int, dict[str, Any], Any]:
     if token is not None:
         headers["Authorization"] = f"Bearer {token}"
-    resp = await client.post("/api/agent", headers=headers)
+    resp = (
+        await client.post("/api/agent", headers=headers, json=body)
+        if body is not None
+        else await client.post("/api/agent", headers=headers)
+    )
     return resp.status, await resp.json(), resp.headers
 
 
@@ -296,6 +304,32 @@ def _dispatch(created_s_ago: float, *jobs: tuple[int, float]) -> api.AgentDispat
 
 NOW = 1_800_000_000.0
 RUNNING, FAILED, PENDING = (api.JobStatus.JS_RUNNING, api.JobStatus.JS_FAILED, api.JobStatus.JS_PENDING)
+
+
+def test_a_job_whose_agent_the_caller_saw_leave_is_not_joining() -> None:
+    """A worker killed 20 s into a conversation: livekit-server still lists its job as running, as assigned, so
+    the room waited out the whole minute of grace before a new offer. The page names the agent it saw leave."""
+    dispatch = _dispatch(30.0, (RUNNING, 20.0))
+    dispatch.state.jobs[0].state.participant_identity = "agent-AJ_dead"
+    assert agent_joining(dispatch, NOW)
+    assert not agent_joining(dispatch, NOW, gone="agent-AJ_dead")
+    assert agent_joining(dispatch, NOW, gone="agent-AJ_other")  # another agent's leaving says nothing of this one
+    assert agent_joining(dispatch, NOW, gone="")
+
+
+async def test_the_page_may_name_the_agent_it_saw_leave_and_nothing_else(
+    client: TestClient[Any, Any], rooms: FakeRooms
+) -> None:
+    room, identity, token = session()
+    rooms.waiting(room, identity)
+    status, _, _ = await ask(client, token, body={"left": "agent-AJ_dead"})
+    assert status == 202 and rooms.gone == ["agent-AJ_dead"]
+    for bad in ({"left": 7}, {"left": ""}, {"left": "x" * 257}, {"left": "a", "room": "lexvoz-other"}, ["left"]):
+        status, body, _ = await ask(client, token, body=bad)
+        assert status == 400 and "error" in body, bad
+    assert rooms.gone == ["agent-AJ_dead"] and len(rooms.dispatched) == 1  # refused before asking LiveKit
+    await ask(client, token)
+    assert rooms.gone[-1] is None  # no body: as before
 
 
 @pytest.mark.parametrize(

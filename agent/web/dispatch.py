@@ -24,7 +24,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Final, Literal, Protocol
+from typing import Any, Final, Literal, Protocol
 
 import aiohttp
 from aiohttp import web
@@ -32,7 +32,15 @@ from livekit import api
 from livekit.protocol import agent as agent_proto
 
 from agent.settings import Settings
-from agent.web.session import THROTTLE_KEY, RequestError, foreign_origin_refusal, json_response, peer_address
+from agent.web.session import (
+    SETTINGS_KEY,
+    THROTTLE_KEY,
+    RequestError,
+    foreign_origin_refusal,
+    json_response,
+    peer_address,
+    read_json_object,
+)
 from agent.web.tokens import IDENTITY_PREFIX, ROOM_PREFIX
 
 log = logging.getLogger("lexvoz.web")
@@ -63,8 +71,8 @@ class RoomView:
 class Rooms(Protocol):
     """The two LiveKit calls this needs; `LiveKitRooms` is the real one, tests pass a double."""
 
-    async def view(self, room: str, identity: str, agent_name: str) -> RoomView | None:
-        """None when the room does not exist."""
+    async def view(self, room: str, identity: str, agent_name: str, gone: str | None = None) -> RoomView | None:
+        """None when the room does not exist. `gone`: an agent's identity the caller saw leave the room."""
         ...
 
     async def dispatch(self, room: str, agent_name: str) -> None: ...
@@ -94,7 +102,7 @@ class LiveKitRooms:
             await self._api.aclose()
             self._api = None
 
-    async def view(self, room: str, identity: str, agent_name: str) -> RoomView | None:
+    async def view(self, room: str, identity: str, agent_name: str, gone: str | None = None) -> RoomView | None:
         lk = self._lk()
         try:
             listed = await lk.room.list_participants(api.ListParticipantsRequest(room=room))
@@ -109,7 +117,7 @@ class LiveKitRooms:
             now = self._clock()
             for dispatch in await lk.agent_dispatch.list_dispatch(room):
                 if dispatch.agent_name == agent_name:
-                    joining = joining or agent_joining(dispatch, now)
+                    joining = joining or agent_joining(dispatch, now, gone)
                     pending = pending or offer_pending(dispatch, now)
         return RoomView(
             caller_present=any(p.identity == identity for p in people),
@@ -124,13 +132,19 @@ class LiveKitRooms:
         )
 
 
-def agent_joining(dispatch: api.AgentDispatch, now: float) -> bool:
+def agent_joining(dispatch: api.AgentDispatch, now: float, gone: str | None = None) -> bool:
     """A worker accepted this dispatch's job and its agent may still be starting.
 
     livekit-server stamps times in Unix nanoseconds, and the room keeps a job as it was assigned, not always
-    its later status, so a job counts only within its grace."""
+    its later status, so a job counts only within its grace. Nor does the room's record change when the agent
+    leaves: a job whose agent the caller saw leave (`gone`, the identity livekit-server gave it on assignment)
+    is not coming, so a worker that died a minute into a conversation does not hold the room for the rest of
+    the grace. A caller can only speed up its own room's next offer this way, at the usual pace."""
     return any(
-        j.state.status in _COMING and now - j.state.started_at / 1e9 < JOB_START_GRACE_S for j in dispatch.state.jobs
+        j.state.status in _COMING
+        and now - j.state.started_at / 1e9 < JOB_START_GRACE_S
+        and not (gone and j.state.participant_identity == gone)
+        for j in dispatch.state.jobs
     )
 
 
@@ -181,11 +195,12 @@ class AgentRequests:
             raise RequestError(401, "sesión no válida; empiece una nueva")
         return room, identity
 
-    async def request(self, room: str, identity: str) -> Answer:
+    async def request(self, room: str, identity: str, gone: str | None = None) -> Answer:
         """'present' (an agent is in the room), 'joining' (a worker took the room), 'offered' (an offer is still
-        out: no new one yet) or 'requested' (a new offer was made now)."""
+        out: no new one yet) or 'requested' (a new offer was made now). `gone`: the identity of an agent the
+        caller saw leave this room, whose job is then not counted as joining."""
         name = self._settings.agent_name
-        view = await self._rooms.view(room, identity, name)
+        view = await self._rooms.view(room, identity, name, gone)
         if view is None or not view.caller_present:
             raise RequestError(404, "la sala ya no existe o usted no está en ella; empiece una nueva sesión")
         if view.agent_present:
@@ -212,8 +227,17 @@ class AgentRequests:
 AGENTS_KEY: Final = web.AppKey("agent_requests", AgentRequests)
 
 
+def _agent_gone(body: dict[str, Any]) -> str | None:
+    """The optional `{"left": "<agent identity>"}`: the agent the page saw leave (its worker died)."""
+    left = body.get("left")
+    if set(body) - {"left"} or (left is not None and (not isinstance(left, str) or not 0 < len(left) <= 256)):
+        raise RequestError(400, "solicitud no válida: solo se admite el campo left (la identidad del agente)")
+    return left
+
+
 async def request_agent(request: web.Request) -> web.Response:
     """`POST /api/agent` with `Authorization: Bearer <join token>`: `{"agent": ..., "retry_after_s": N}`.
+    An optional JSON body `{"left": "<identity>"}` names an agent the page saw leave the room.
 
     200 when an agent is in the room; 202 when one was requested now or is on its way (ask again after N
     seconds if none has joined); 401, 404 and 429 as `{"error": ...}`; 503 when LiveKit does not answer.
@@ -227,7 +251,8 @@ async def request_agent(request: web.Request) -> web.Response:
     retry = {"Retry-After": str(math.ceil(agents.retry_after_s)), **no_store}
     try:
         room, identity = agents.caller(request.headers.get("Authorization"))
-        answer = await agents.request(room, identity)
+        gone = _agent_gone(await read_json_object(request, request.app[SETTINGS_KEY].web_body_timeout_s))
+        answer = await agents.request(room, identity, gone)
     except RequestError as exc:
         if exc.status == 401:
             throttle.warning("agent-token", "agent request refused: bad session token (peer %s)", peer)

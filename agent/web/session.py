@@ -97,8 +97,8 @@ async def _read_at_most(request: web.Request, limit: int) -> bytes:
     return bytes(buf)
 
 
-async def _read_body(request: web.Request, timeout_s: float) -> dict[str, Any]:
-    """Parse the optional JSON object body, within `timeout_s` and MAX_BODY_BYTES."""
+async def read_json_object(request: web.Request, timeout_s: float) -> dict[str, Any]:
+    """Parse the optional JSON object body, within `timeout_s` and MAX_BODY_BYTES ({} when there is none)."""
     if not request.body_exists or request.content_length == 0:
         return {}
     if request.content_type != "application/json":
@@ -120,6 +120,12 @@ async def _read_body(request: web.Request, timeout_s: float) -> dict[str, Any]:
         raise RequestError(400, "JSON no válido") from None
     if not isinstance(body, dict):
         raise RequestError(400, "se esperaba un objeto JSON")
+    return body
+
+
+async def _read_body(request: web.Request, timeout_s: float) -> dict[str, Any]:
+    """The session request's body: only the fields a session takes."""
+    body = await read_json_object(request, timeout_s)
     unknown = set(body) - ALLOWED_FIELDS
     if "room" in unknown:
         raise RequestError(400, "la sala no se elige: cada sesión recibe una sala nueva")

@@ -42,6 +42,7 @@ export function SessionView({ connected, token }: { connected: boolean; token: s
     token,
     connected: roomUp,
     agentPresent: agent !== undefined,
+    agentIdentity: agent?.identity,
     ended: Boolean(endReason ?? announcedEnd),
   });
   const transcriptions = useTranscriptions();

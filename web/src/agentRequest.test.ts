@@ -109,6 +109,15 @@ describe('requestAgent', () => {
     expect(got).toEqual(expected);
   });
 
+  it('names an agent seen leaving in a JSON body', async () => {
+    const fetchImpl = fakeFetch();
+    await requestAgent('tok-1', new AbortController().signal, fetchImpl, 'agent-AJ_1');
+    const [, init] = fetchImpl.mock.calls[0]!;
+    expect(JSON.parse(String(init?.body))).toEqual({ left: 'agent-AJ_1' });
+    expect(new Headers(init?.headers).get('Content-Type')).toBe('application/json');
+    expect(new Headers(init?.headers).get('Authorization')).toBe('Bearer tok-1');
+  });
+
   it('turns a network failure into "waiting, same pace" instead of throwing', async () => {
     const got = await requestAgent('t', new AbortController().signal, fakeFetch(async () => Promise.reject(new TypeError('x'))));
     expect(got).toEqual({ kind: 'waiting', retryS: null });
@@ -313,6 +322,20 @@ describe('useAgentRequest', () => {
     await advance(1);
     expect(fetchImpl).toHaveBeenCalledTimes(1);
     expect(result.current).toBe('waiting');
+  });
+
+  it("names the agent that left when asking for another, and no agent of another session's room", async () => {
+    const fetchImpl = fakeFetch();
+    const { rerender } = mount(fetchImpl, { agentPresent: true, agentIdentity: 'agent-AJ_1' });
+    await advance(60_000);
+    rerender({ ...WAITING }); // its worker died: no identity any more, but the page saw which agent it was
+    await advance(AGENT_REQUEST_AFTER_MS);
+    expect(JSON.parse(String(fetchImpl.mock.calls[0]![1]?.body))).toEqual({ left: 'agent-AJ_1' });
+
+    rerender({ ...WAITING, token: 'tok-2' }); // a new session, a new room: that agent was never in it
+    await advance(AGENT_REQUEST_AFTER_MS);
+    expect(fetchImpl).toHaveBeenCalledTimes(2);
+    expect(fetchImpl.mock.calls[1]![1]?.body).toBeUndefined();
   });
 
   it.each([401, 403, 404])('stops asking on %i and says the session is no longer valid', async (status) => {

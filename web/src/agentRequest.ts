@@ -8,7 +8,7 @@
  *
  * The join token is only sent in the Authorization header of our own origin; it is never stored or logged.
  */
-import { useEffect, useState } from 'react';
+import { useEffect, useRef, useState } from 'react';
 
 /** Wait this long before the first request: a normal join takes 1-3 s. */
 export const AGENT_REQUEST_AFTER_MS = 5_000;
@@ -82,14 +82,23 @@ async function readBody(response: Response): Promise<{ agent: unknown; retryS: n
 
 /**
  * POST /api/agent with the session's join token. Never throws: every failure is an answer (an aborted or
- * failed request is "waiting" with no pace, so the caller decides whether to go on).
+ * failed request is "waiting" with no pace, so the caller decides whether to go on). `left`: the identity
+ * of an agent seen leaving this room, so the service does not wait for it as if it were still joining.
  */
-export async function requestAgent(token: string, signal: AbortSignal, fetchImpl: typeof fetch): Promise<AgentAnswer> {
+export async function requestAgent(
+  token: string,
+  signal: AbortSignal,
+  fetchImpl: typeof fetch,
+  left?: string,
+): Promise<AgentAnswer> {
   let response: Response;
+  const headers: Record<string, string> = { Authorization: `Bearer ${token}` };
+  if (left) headers['Content-Type'] = 'application/json';
   try {
     response = await fetchImpl('/api/agent', {
       method: 'POST',
-      headers: { Authorization: `Bearer ${token}` },
+      headers,
+      body: left ? JSON.stringify({ left }) : undefined,
       cache: 'no-store',
       credentials: 'same-origin',
       signal,
@@ -119,6 +128,8 @@ export interface AgentRequestOptions {
   connected: boolean;
   /** An agent participant is in the room. */
   agentPresent: boolean;
+  /** That agent's identity while it is in the room: named to the service if it leaves. */
+  agentIdentity?: string;
   /** The agent ended the conversation itself: never ask for another. */
   ended: boolean;
   fetchImpl?: typeof fetch;
@@ -137,11 +148,17 @@ export function useAgentRequest({
   token,
   connected,
   agentPresent,
+  agentIdentity,
   ended,
   fetchImpl = browserFetch,
 }: AgentRequestOptions): AgentWait {
   const needed = connected && !agentPresent && !ended;
   const [wait, setWait] = useState<AgentWait>('none');
+  // The last agent seen in this session's room. Read when asking, so remembering it re-runs nothing.
+  const lastAgent = useRef<{ token: string; identity: string } | null>(null);
+  useEffect(() => {
+    if (agentPresent && agentIdentity) lastAgent.current = { token, identity: agentIdentity };
+  }, [agentPresent, agentIdentity, token]);
 
   useEffect(() => {
     setWait('none');
@@ -165,7 +182,8 @@ export function useAgentRequest({
       const controller = new AbortController();
       inFlight = controller;
       requestTimeout = setTimeout(() => controller.abort(), AGENT_REQUEST_TIMEOUT_MS);
-      const answer = await requestAgent(token, controller.signal, fetchImpl);
+      const left = lastAgent.current?.token === token ? lastAgent.current.identity : undefined;
+      const answer = await requestAgent(token, controller.signal, fetchImpl, left);
       clearTimeout(requestTimeout);
       if (stopped) return; // stopped while it was in flight: nothing of it may show or schedule
       inFlight = null;
