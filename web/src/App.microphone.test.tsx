@@ -377,4 +377,21 @@ describe('App: the agent leaves while a search runs', () => {
     await act(async () => room.emit(RoomEvent.ParticipantDisconnected, agent));
     expect(screen.getByTestId('research-interrupted').textContent).toContain('el agente se desconectó');
   });
+
+  it('shows a search running when the person stops as interrupted by the end of the session', async () => {
+    vi.mocked(acquireMicrophone).mockResolvedValue({ ok: true, track: fakeTrack() });
+    render(<App />);
+    fireEvent.click(screen.getByTestId('start-button'));
+    await settle();
+    const room = h.rooms[0]!;
+    await act(async () => room.simulateConnected());
+    const agent = { identity: 'agente', kind: ParticipantKind.AGENT };
+    const started = { v: 1, type: 'started', call_id: 'c1', turn: 1, query: 'derecho a huelga' };
+    const payload = new TextEncoder().encode(JSON.stringify(started));
+    await act(async () => room.emit(RoomEvent.DataReceived, payload, agent, 0, 'lexvoz.research'));
+
+    fireEvent.click(screen.getByTestId('stop-button'));
+    expect(screen.getByTestId('research-interrupted').textContent).toContain('la sesión terminó');
+    expect(screen.getByTestId('research-query').textContent).toBe('Búsqueda: derecho a huelga');
+  });
 });

@@ -112,6 +112,7 @@ export function App() {
     generation.current += 1;
     detachResearch.current?.();
     detachResearch.current = null;
+    dispatch({ type: 'sessionEnded' }); // detached: a search still running can never report its end
     if (room) {
       // Stop our own tracks first: disconnect() would too, but only for tracks already published.
       for (const pub of room.localParticipant.trackPublications.values()) pub.track?.stop();

@@ -8,7 +8,7 @@
  * index, the norm's name appears once per card.
  */
 import type { ResearchEntry, ResearchSource, ResearchState } from './research';
-import { failureText, formatDuration } from './research';
+import { failureText, formatDuration, interruptionText } from './research';
 
 const MONTHS = [
   'enero', 'febrero', 'marzo', 'abril', 'mayo', 'junio',
@@ -100,7 +100,7 @@ function EntryView({ entry }: { entry: ResearchEntry }) {
       )}
       {entry.status === 'interrupted' && (
         <p className="research-failed" data-testid="research-interrupted" role="status">
-          Interrumpida: el agente se desconectó antes de terminar esta búsqueda.
+          {interruptionText(entry.reason)}
         </p>
       )}
       {entry.status === 'discarded' && (

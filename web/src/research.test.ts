@@ -8,6 +8,7 @@ import {
   FAILURE_TEXT,
   formatDuration,
   initialResearchState,
+  interruptionText,
   isAgentSender,
   MAX_ENTRIES,
   parseResearchMessage,
@@ -210,6 +211,11 @@ describe('researchReducer', () => {
     expect(researchReducer(gone, { type: 'agentGone' })).toBe(gone);
     // An outcome that still arrives (the same agent back after a network blip) is the better information.
     expect(feed([completed], agent, gone).entries[0]).toMatchObject({ callId: 'c1', status: 'completed' });
+    expect(gone.entries[0]?.reason).toBe('agent_left');
+    const ended = researchReducer(feed([started]), { type: 'sessionEnded' });
+    expect(ended.entries[0]).toMatchObject({ status: 'interrupted', reason: 'session_ended' });
+    expect(interruptionText('session_ended')).toContain('la sesión terminó');
+    expect(interruptionText('agent_left')).toContain('el agente se desconectó');
   });
 
   it('resets', () => {

@@ -53,6 +53,13 @@ export const FAILURE_TEXT: Record<FailureReason, string> = {
 };
 export const GENERIC_FAILURE_TEXT = 'La búsqueda falló.';
 
+/** Why a search was interrupted, as the person reads it. */
+export function interruptionText(reason: string | undefined): string {
+  return reason === 'session_ended'
+    ? 'Interrumpida: la sesión terminó antes de que acabara esta búsqueda.'
+    : 'Interrumpida: el agente se desconectó antes de terminar esta búsqueda.';
+}
+
 export function failureText(reason: string): string {
   return (FAILURE_REASONS as readonly string[]).includes(reason)
     ? FAILURE_TEXT[reason as FailureReason]
@@ -76,7 +83,10 @@ export type ResearchMessage =
   | { type: 'failed'; callId: string; turn: number; reason: string }
   | { type: 'discarded'; callId: string; turn: number };
 
-/** `interrupted`: the agent left the room (its worker stopped) before the search reported how it ended. */
+/**
+ * `interrupted`: no outcome can come any more; `reason` says why: `agent_left` (the agent left the room, its
+ * worker stopped) or `session_ended` (the person stopped, or the session ended, while it ran).
+ */
 export type ResearchStatus = 'running' | 'completed' | 'failed' | 'discarded' | 'interrupted';
 
 export interface ResearchEntry {
@@ -104,6 +114,7 @@ export interface ResearchSender {
 export type ResearchAction =
   | { type: 'received'; sender: ResearchSender | undefined; payload: string | Uint8Array }
   | { type: 'agentGone' }
+  | { type: 'sessionEnded' }
   | { type: 'reset' };
 
 /** Only the agent participant may feed the panel: a person in the room must not be able to fake evidence. */
@@ -259,10 +270,15 @@ export function researchReducer(state: ResearchState, action: ResearchAction): R
     case 'reset':
       return initialResearchState;
     case 'agentGone':
+    case 'sessionEnded': {
       // No outcome can come any more: a search left "running" would spin on the page for good.
+      const reason = action.type === 'agentGone' ? 'agent_left' : 'session_ended';
       return state.entries.some((e) => e.status === 'running')
-        ? { entries: state.entries.map((e) => (e.status === 'running' ? { ...e, status: 'interrupted' } : e)) }
+        ? {
+            entries: state.entries.map((e) => (e.status === 'running' ? { ...e, status: 'interrupted', reason } : e)),
+          }
         : state;
+    }
     case 'received': {
       if (!isAgentSender(action.sender)) return state;
       const message = parseResearchMessage(action.payload);
