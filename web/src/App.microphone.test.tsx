@@ -355,7 +355,10 @@ describe('App: privacy notice', () => {
 });
 
 describe('App: the agent leaves while a search runs', () => {
-  it('shows the search as interrupted instead of running for good, and only for the agent leaving', async () => {
+  const agent = { identity: 'agente', kind: ParticipantKind.AGENT };
+
+  /** A started session whose agent has announced a search that is still running; the fake room. */
+  async function sessionWithRunningSearch(): Promise<FakeRoom> {
     vi.mocked(acquireMicrophone).mockResolvedValue({ ok: true, track: fakeTrack() });
     render(<App />);
     fireEvent.click(screen.getByTestId('start-button'));
@@ -363,13 +366,15 @@ describe('App: the agent leaves while a search runs', () => {
     const room = h.rooms[0]!;
     await act(async () => room.simulateConnected());
     await settle();
-
-    const agent = { identity: 'agente', kind: ParticipantKind.AGENT };
     const started = { v: 1, type: 'started', call_id: 'c1', turn: 1, query: 'derecho a huelga' };
     const payload = new TextEncoder().encode(JSON.stringify(started));
     await act(async () => room.emit(RoomEvent.DataReceived, payload, agent, 0, 'lexvoz.research'));
     expect(screen.getByTestId('research-query').textContent).toBe('Investigando: derecho a huelga');
+    return room;
+  }
 
+  it('shows the search as interrupted instead of running for good, and only for the agent leaving', async () => {
+    const room = await sessionWithRunningSearch();
     const person = { identity: 'otra', kind: ParticipantKind.STANDARD };
     await act(async () => room.emit(RoomEvent.ParticipantDisconnected, person));
     expect(screen.queryByTestId('research-interrupted')).toBeNull();
@@ -379,17 +384,7 @@ describe('App: the agent leaves while a search runs', () => {
   });
 
   it('shows a search running when the person stops as interrupted by the end of the session', async () => {
-    vi.mocked(acquireMicrophone).mockResolvedValue({ ok: true, track: fakeTrack() });
-    render(<App />);
-    fireEvent.click(screen.getByTestId('start-button'));
-    await settle();
-    const room = h.rooms[0]!;
-    await act(async () => room.simulateConnected());
-    const agent = { identity: 'agente', kind: ParticipantKind.AGENT };
-    const started = { v: 1, type: 'started', call_id: 'c1', turn: 1, query: 'derecho a huelga' };
-    const payload = new TextEncoder().encode(JSON.stringify(started));
-    await act(async () => room.emit(RoomEvent.DataReceived, payload, agent, 0, 'lexvoz.research'));
-
+    await sessionWithRunningSearch();
     fireEvent.click(screen.getByTestId('stop-button'));
     expect(screen.getByTestId('research-interrupted').textContent).toContain('la sesión terminó');
     expect(screen.getByTestId('research-query').textContent).toBe('Búsqueda: derecho a huelga');
