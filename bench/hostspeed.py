@@ -10,9 +10,13 @@ scores over every passage), and the sentence encoder's forward pass on one threa
 
 from __future__ import annotations
 
+import json
 import statistics
+import subprocess
+import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 
@@ -55,11 +59,6 @@ def reference() -> dict[str, float]:
 def reference_in_subprocess() -> dict[str, float] | None:
     """`reference()` in a child process, so the caller does not load the encoder (the load benchmark reports its
     own memory). None if the child fails: a missing reference must not end a benchmark."""
-    import json
-    import subprocess
-    import sys
-    from pathlib import Path
-
     done = subprocess.run(
         [sys.executable, str(Path(__file__).resolve())], capture_output=True, text=True, timeout=300, check=False
     )
@@ -71,9 +70,5 @@ def reference_in_subprocess() -> dict[str, float] | None:
 
 
 if __name__ == "__main__":
-    import json
-    import sys
-    from pathlib import Path
-
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a file from anywhere
     print(json.dumps(reference()))

@@ -214,12 +214,12 @@ def _share_named(after: Sequence[str]) -> str | None:
 
 
 def _which_is(before: Sequence[str]) -> bool:
-    """ "¿Cuál es la tasa…?", "¿cuáles son las tarifas…?": the noun that follows is asked for, as after "qué"."""
+    """Whether `before` is "cuál es la", "cuáles son las"…: the noun that follows is asked for, as after "qué"."""
     return (
         len(before) == 3
         and before[0] in ("cual", "cuales")
         and before[1] in ("es", "son", "seria")
-        and (before[2] in ("el", "la", "los", "las"))
+        and before[2] in ("el", "la", "los", "las")
     )
 
 
