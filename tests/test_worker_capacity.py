@@ -194,6 +194,30 @@ def test_the_forkserver_builds_the_realtime_event_models_so_job_processes_do_not
     assert pending == "0 []"
 
 
+def test_the_forkserver_builds_what_each_job_built_before_its_person_was_heard(reload_worker: Any) -> None:
+    # py-spy between a job request and the agent listening: the MCP client's TLS context (a whole CA bundle
+    # parsed), the transcript pacing's hyphenation patterns, livekit's chat message model. Built before the fork,
+    # no job process builds them again.
+    out = _after_preload(
+        reload_worker(),
+        "import ssl\n"
+        "built = []\n"
+        "def recording(cls, name):\n"
+        "    real = getattr(cls, name)\n"
+        "    setattr(cls, name, lambda *a, **k: (built.append(name), real(*a, **k))[1])\n"
+        "for name in ('load_verify_locations', 'load_default_certs', 'set_default_verify_paths'):\n"
+        "    recording(ssl.SSLContext, name)\n"
+        "from livekit.agents import llm, tokenize\n"
+        "from livekit.agents.tokenize import _basic_hyphenator\n"
+        "recording(_basic_hyphenator.Hyphenator, '__init__')\n"
+        "from agent.mcp.transport import GatewayTransport\n"
+        "GatewayTransport(max_reply_bytes=1_000)\n"
+        "tokenize.basic.hyphenate_word('artículo')\n"
+        "print(built, llm.ChatMessage.__pydantic_complete__)\n",
+    )
+    assert out == "[] True"
+
+
 def test_a_job_process_imports_nothing_the_forkserver_has_not_already_imported(reload_worker: Any) -> None:
     # Job processes fork from livekit-agents' forkserver; what they import themselves is paid again by every
     # job while its room waits (seconds each on two cores). Preloading must also stay fork-safe: no threads.
