@@ -195,8 +195,9 @@ def test_the_forkserver_builds_the_realtime_event_models_so_job_processes_do_not
 
 
 def test_the_forkserver_builds_what_each_job_built_before_its_person_was_heard(reload_worker: Any) -> None:
-    # py-spy between a job request and the agent listening: the MCP client's TLS context (a whole CA bundle
-    # parsed), the transcript pacing's hyphenation patterns, livekit's chat message model. Built before the fork,
+    # py-spy between a job request and the agent listening: the TLS contexts of the MCP client and of the
+    # Realtime connection's http session (a whole CA bundle parsed each), the transcript pacing's hyphenation
+    # patterns, livekit's chat message model. Built before the fork,
     # no job process builds them again.
     out = _after_preload(
         reload_worker(),
@@ -212,6 +213,12 @@ def test_the_forkserver_builds_what_each_job_built_before_its_person_was_heard(r
         "recording(_basic_hyphenator.Hyphenator, '__init__')\n"
         "from agent.mcp.transport import GatewayTransport\n"
         "GatewayTransport(max_reply_bytes=1_000)\n"
+        "from livekit.agents.utils import http_context\n"
+        "async def realtime_http_session():\n"
+        "    async with http_context.open():\n"
+        "        http_context.http_session()\n"
+        "import asyncio\n"
+        "asyncio.run(realtime_http_session())\n"
         "tokenize.basic.hyphenate_word('artículo')\n"
         "print(built, llm.ChatMessage.__pydantic_complete__)\n",
     )
