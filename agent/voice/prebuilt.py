@@ -60,7 +60,10 @@ def build_job_caches() -> None:
     """The hyphenation patterns and the Realtime connection's TLS context (livekit-agents keeps both once built),
     and the MCP client's TLS context."""
     tokenize.basic.hyphenate_word("constitución")
-    asyncio.run(_open_http_session())
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:  # imported outside any event loop, as the forkserver does: the one place it pays off
+        asyncio.run(_open_http_session())
     tls_context()
 
 
