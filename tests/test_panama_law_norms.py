@@ -195,3 +195,25 @@ def test_unsupported_files_and_a_txt_named_like_the_constitution_are_refused(tmp
     constitution_json.write_text("{}", encoding="utf-8")
     with pytest.raises(NormError, match="read as the Constitution"):
         read_norms(constitution_json, ImportOptions(norm="Ley 6 de 2002"))
+
+
+BENCH_LAWS = sorted((Path(__file__).resolve().parents[1] / "bench" / "eval" / "norms").glob("ley_de_prueba_*.txt"))
+
+
+@pytest.mark.parametrize("law", BENCH_LAWS, ids=lambda p: p.stem)
+def test_each_benchmark_law_imports_with_every_gold_article_and_gloss_in_it(law: Path) -> None:
+    """The fictional laws that measure search across norms: a splitter change that loses an article would
+    silently turn their questions into misses, so each must still read whole, with its questions' gold."""
+    from panama_law.evaluate import load_items
+
+    glosses = law.with_name(f"{law.stem}_glosses.jsonl")
+    opts = ImportOptions(glosses=glosses) if glosses.is_file() else None
+    (norm,) = read_norms(law, opts)
+    keys = {a.key for a in norm.articles}
+    assert len(keys) == len(norm.articles) >= 40
+    items = load_items(law.with_name(f"{law.stem}_eval.jsonl"))
+    assert len(items) == 30
+    missing = sorted(g for item in items for g in item.gold_keys if g not in keys)
+    assert missing == []
+    if opts is not None:
+        assert len(norm.glosses) >= len(norm.articles) * 0.8, "glosses for most articles"
