@@ -14,7 +14,9 @@ question). It prints one JSON line and writes `bench/results/load.json`:
 - `greeted_p50_s` / `greeted_p95_s`: until the greeting has been played to the end and the agent listens;
 - `tool_p50_ms` / `tool_p95_ms`: the tool's own duration from the `completed` messages;
 - `rss_mb_per_session` / `pss_mb_per_session`: the worker's process tree at its peak, divided by N;
-- `cpu_s_per_session_minute`: the worker tree's CPU seconds per conversation-minute while people talk;
+- `cpu_s_per_session_minute`: the worker tree's CPU seconds per conversation-minute: per minute that a person
+  had an agent hearing them (`conversation_minutes`, from being heard to leaving or to the end of the talk window,
+  whichever is first), so a run where people queue is comparable with one where all talk at once;
 - the same memory and CPU figures for livekit-server, the stand-in, the search server and this process
   (the load generator), the load average at start and end (the machine may be shared), and `host_reference`:
   fixed work timed before the stack starts (`bench/hostspeed.py`), since this machine has run the same code
@@ -126,6 +128,22 @@ class Outcome:
         self.lost: list[str] = []
         self.error: str | None = None
         self.waited = False
+        self.heard_at: float | None = None  # monotonic: the agent hears this person from here on
+        self.left_at: float | None = None  # monotonic: done (in a queue, the person leaves now)
+
+
+def conversation_minutes(outcomes: list[Outcome], window_end: float) -> float:
+    """Minutes during which an agent was hearing someone, up to `window_end` (when the worker's CPU is read).
+
+    Dividing CPU by people x the whole run instead counted, in a queue, every minute a person waited for a free
+    agent as a minute of conversation, and made per-conversation CPU look several times cheaper than it is."""
+    total = 0.0
+    for o in outcomes:
+        if o.heard_at is None:
+            continue
+        end = window_end if o.left_at is None else min(o.left_at, window_end)
+        total += max(end - o.heard_at, 0.0)
+    return total / 60
 
 
 async def one_person(
@@ -142,7 +160,8 @@ async def one_person(
         if queue_wait_s is not None:
             out.waited = await person.wait_for_agent(web_url, http, queue_wait_s) > 0
         await person.wait_until_heard(timeout_s)
-        out.listen_s = time.monotonic() - t0
+        out.heard_at = time.monotonic()
+        out.listen_s = out.heard_at - t0
         await person.wait_until_listening(timeout_s)
         out.greeted_s = time.monotonic() - t0
         seen: set[str] = set()
@@ -159,6 +178,8 @@ async def one_person(
     except Exception as exc:
         out.error = f"{type(exc).__name__}: {exc}"
     try:
+        if queue_wait_s is not None:
+            out.left_at = time.monotonic()
         gate.arrive()
         # Stay in the room until everyone is done, so the peak memory has every conversation in it; in a
         # queue, leave at once, as people do, so the next one gets the agent.
@@ -219,7 +240,8 @@ async def drive(
                 await asyncio.sleep(ramp_s / sessions)  # the arrival pattern, not a wait for something
         # Everyone has either asked both questions or given up (each step is bounded, so this is too).
         await gate.all_arrived.wait()
-        talk_window_s = time.monotonic() - started
+        window_end = time.monotonic()
+        talk_window_s = window_end - started
         for tree in trees:  # CPU up to here: every conversation still open
             tree.sample(memory=False)
         cpu = {tree.name: tree.cpu_s() for tree in trees}
@@ -234,6 +256,7 @@ async def drive(
     greeted = [o.greeted_s for o in outcomes if o.greeted_s is not None]
     tools = [ms for o in outcomes for ms in o.tool_ms]
     errors = [o.error for o in outcomes if o.error]
+    minutes = conversation_minutes(outcomes, window_end)
     return {
         "sessions": sessions,
         "got_agent": len(listen),
@@ -250,7 +273,8 @@ async def drive(
         "worker_processes": len(workers),
         "rss_mb_per_session": round(worker_rss / sessions, 1),
         "pss_mb_per_session": round(worker_pss / sessions, 1),
-        "cpu_s_per_session_minute": round(worker_cpu / (sessions * talk_window_s / 60), 2),
+        "cpu_s_per_session_minute": round(worker_cpu / minutes, 2) if minutes > 0 else None,
+        "conversation_minutes": round(minutes, 2),
         "talk_window_s": round(talk_window_s, 1),
         "programs": {t.name: {**t.figures(), "cpu_s": round(cpu[t.name], 2)} for t in trees},
         "errors": errors[:10],
