@@ -83,12 +83,12 @@ def load_items(path: Path) -> list[EvalItem]:
 
 def _contributions(searcher: Searcher, sig: Signals, pos: int) -> dict[str, float]:
     """Each ranking's share of an article's fused score (weight / (k + rank))."""
-    cfg = searcher.config
     out: dict[str, float] = {}
     for name in RANKINGS:
         rank = sig.rank_in(name, pos)
-        if rank is not None and cfg.weight(name) > 0:
-            out[name] = cfg.weight(name) / (cfg.rrf_k + rank)
+        weight = searcher.weight(name, pos)
+        if rank is not None and weight > 0:
+            out[name] = weight / (searcher.config.rrf_k + rank)
     return out
 
 
