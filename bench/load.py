@@ -289,7 +289,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--timeout-s", type=float, default=120.0, help="bound on each step of each person")
     p.add_argument("--speed", type=float, default=8.0, help="the stand-in's speech pacing (1.0 = real time)")
     p.add_argument("--workers", type=int, default=1, help="worker processes (one per core is the advice)")
-    p.add_argument("--max-jobs", type=int, default=None, help="LEXVOZ_MAX_JOBS per worker (default: room for all)")
+    p.add_argument(
+        "--max-jobs",
+        type=int,
+        default=None,
+        help="LEXVOZ_MAX_JOBS per worker (default: room for all; with --queue, the worker's own default)",
+    )
     p.add_argument("--worker-env", action="append", default=[], metavar="NAME=VALUE", help="extra worker setting")
     p.add_argument("--queue", action="store_true", help="people leave when done; the rest wait for a free agent")
     p.add_argument("--wait-s", type=float, default=900.0, help="with --queue: how long a person waits for an agent")
@@ -300,7 +305,11 @@ def main(argv: list[str] | None = None) -> int:
         p.error("--sessions must be between 1 and 200")
     if not 1 <= args.workers <= 16:
         p.error("--workers must be between 1 and 16")
-    worker_env = {"LEXVOZ_MAX_JOBS": str(args.max_jobs or -(-args.sessions // args.workers) + 1)}
+    # A queue is what a host with its default job limit does when more people come than it takes; room for all
+    # would make it the all-at-once run instead.
+    worker_env: dict[str, str] = {}
+    if args.max_jobs is not None or not args.queue:
+        worker_env["LEXVOZ_MAX_JOBS"] = str(args.max_jobs or -(-args.sessions // args.workers) + 1)
     for item in args.worker_env:
         name, sep, value = item.partition("=")
         if not sep or not name.startswith(("LEXVOZ_", "OTEL_")):
