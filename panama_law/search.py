@@ -186,7 +186,8 @@ class Searcher:
         article_group = [norm_of.get(a.norm, 0) for a in self.articles]
         self._gloss_article = np.array([g.article for g in index.glosses], dtype=np.int32)
         glossed_norms = {self.articles[g.article].norm for g in index.glosses}
-        self._glossed = np.array([a.norm in glossed_norms for a in self.articles], dtype=bool)
+        # Per article: does its norm have glosses? It decides which fusion weights the article gets (`weight`).
+        self.glossed = np.array([a.norm in glossed_norms for a in self.articles], dtype=bool)
         gloss_terms = [terms(g.text) for g in index.glosses]
         gloss_groups = [article_group[g.article] for g in index.glosses]
         passage_groups = [article_group[p.article] for p in index.passages]
@@ -203,7 +204,7 @@ class Searcher:
 
     def weight(self, ranking: str, pos: int) -> float:
         """The fusion weight of `ranking` for the article at `pos` (`SearchConfig`: its norm has glosses or not)."""
-        return self.config.weight(ranking) if self._glossed[pos] else self.config.w_unglossed
+        return self.config.weight(ranking) if self.glossed[pos] else self.config.w_unglossed
 
     def position(self, key: str) -> int | None:
         """The position of the article with this citation key (`norms.citation_key`), None if not indexed."""

@@ -282,6 +282,22 @@ def test_a_norm_without_glosses_is_fused_with_weights_of_its_own(combined: Searc
         assert fused[pos] == pytest.approx(expected)
 
 
+def test_fit_fusion_scores_the_fusion_the_search_does_on_an_index_of_both_kinds_of_norm(combined: Searcher) -> None:
+    """`fit fusion` replays the fusion from each question's rankings: with the shipped weights it must rank as the
+    search does, unglossed articles at `w_unglossed`, or its fit would score a fusion nobody runs."""
+    from panama_law.fit import _fused_metrics, _hit_and_rr
+
+    cfg = combined.config
+    items = [item for item in load_items(LEY_EVAL) if item.gold]
+    sigs = [combined.signals(item.question)[0] for item in items]
+    golds = [item.gold_keys for item in items]
+    keys = [a.key for a in combined.articles]
+    weights = [cfg.weight(name) for name in RANKINGS]
+    replayed = _fused_metrics(sigs, golds, keys, cfg.rrf_k, weights, combined.glossed, cfg.w_unglossed)
+    searched = [_hit_and_rr([keys[p] for p in sig.ranked[:10]], gold) for sig, gold in zip(sigs, golds, strict=True)]
+    assert replayed.tolist() == [list(pair) for pair in searched]
+
+
 def test_a_word_rare_in_a_small_law_weighs_what_a_word_rare_in_the_constitution_does() -> None:
     """BM25 statistics are kept per norm; a norm's idf is measured in units of its own rarest word, so a small
     law is not outscored for the same kind of match, and each norm's own order is what it was alone."""
