@@ -12,9 +12,9 @@ Spoken, colloquial questions rarely share words with the constitutional text. Th
    expansion (one batch of two), so the embedding also sees the formal vocabulary without losing what was said.
 3. Reciprocal-rank fusion (k = `rrf_k`), which needs no calibration of the score scales against each other.
 4. Abstain: a question whose evidence is weak is answered with no source at all: for a legal assistant, no
-   citation is better than a wrong one. The evidence is a small logistic model over three cheap signals (see
-   `Signals.evidence`): how close the best passage is in embedding space, how many of the question's own content
-   words the Constitution uses at all, and how much formal vocabulary the lexicon found for it.
+   citation is better than a wrong one. The evidence is a small logistic model over two cheap signals (see
+   `Signals.evidence`): how close the best passage is in embedding space and the best article's BM25 score; and
+   two scope rules (`scope`) abstain on another country's law and on a quantity no article to be shown states.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ import numpy as np
 
 from . import embedding
 from .bm25 import BM25
+from .groupmax import GroupMax
 from .index import LoadedIndex, Passage, _plain_heading
 from .lexicon import expand
 from .norms import Article, NormInfo
@@ -185,6 +186,8 @@ class Searcher:
         norm_of = {n.name: i for i, n in enumerate(index.norms)}
         article_group = [norm_of.get(a.norm, 0) for a in self.articles]
         self._gloss_article = np.array([g.article for g in index.glosses], dtype=np.int32)
+        self._passages_of = GroupMax(self._passage_article)
+        self._glosses_of = GroupMax(self._gloss_article)
         glossed_norms = {self.articles[g.article].norm for g in index.glosses}
         # Per article: does its norm have glosses? It decides which fusion weights the article gets (`weight`).
         self.glossed = np.array([a.norm in glossed_norms for a in self.articles], dtype=bool)
@@ -259,12 +262,12 @@ class Searcher:
         n_p = len(self._passage_article)
         lex_p_art = np.zeros(n, dtype=np.float32)
         dense_p_art = np.full(n, -1.0, dtype=np.float32)
-        if self._gloss_article.size:
-            np.maximum.at(lex_p_art, self._gloss_article, cfg.gloss_lex_scale * lex_p[n_p:])
-            np.maximum.at(dense_p_art, self._gloss_article, dense_g - cfg.gloss_dense_offset)
+        if len(self._glosses_of):
+            self._glosses_of.maximum_into(lex_p_art, cfg.gloss_lex_scale * lex_p[n_p:])
+            self._glosses_of.maximum_into(dense_p_art, dense_g - cfg.gloss_dense_offset)
             lex_p = lex_p[:n_p]
-        np.maximum.at(lex_p_art, self._passage_article, lex_p)
-        np.maximum.at(dense_p_art, self._passage_article, dense_p)
+        self._passages_of.maximum_into(lex_p_art, lex_p)
+        self._passages_of.maximum_into(dense_p_art, dense_p)
 
         fused = np.zeros(n, dtype=np.float64)
         rankings: dict[str, list[int]] = {}
@@ -278,8 +281,12 @@ class Searcher:
             if needs_positive:
                 order = [p for p in order if scores[p] > 0]
             rankings[name] = order
-            for rank, pos in enumerate(order):
-                fused[pos] += self.weight(name, pos) / (cfg.rrf_k + rank + 1)
+            if order:
+                # Each article's vote: its norm's weight (`weight`) / (rrf_k + rank). An article appears once
+                # per ranking, so one vectorised add per ranking sums exactly what a loop over `order` would.
+                at = np.asarray(order, dtype=np.intp)
+                votes = np.where(self.glossed[at], cfg.weight(name), cfg.w_unglossed)
+                fused[at] += votes / (cfg.rrf_k + np.arange(1, at.size + 1))
         positive = np.flatnonzero(fused > 0)
         ranked = [int(i) for i in positive[np.argsort(-fused[positive], kind="stable")]]
         sig = Signals(
@@ -317,7 +324,7 @@ class Searcher:
     def _excerpt(self, pos: int, lex_p: np.ndarray, dense_p: np.ndarray) -> str:
         """The best-matching passage of the article, widened with its neighbours up to the excerpt limit."""
         article = self.articles[pos]
-        ids = np.flatnonzero(self._passage_article == pos)
+        ids = self._passages_of.members(pos)
         lex = lex_p[ids]
         lex_norm = lex / lex.max() if lex.max() > 0 else lex
         best = int(ids[int(np.argmax(lex_norm + (dense_p[ids] - dense_p[ids].min())))])
