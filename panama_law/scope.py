@@ -54,6 +54,10 @@ _INSTITUTIONS = frozenset(
 )
 
 
+# "Allá" points at a place away from the caller: with a foreign place or people named and Panama not, the question is
+# set there ("me voy pa Alemania, ¿allá cobran la universidad?"), whatever the words around the place's name.
+_THERE = frozenset("alla alli".split())
+
 # Verbs whose subject, last in the question, is a legal order: "¿cuántos senadores tiene Estados Unidos?".
 _ORDER_VERBS = frozenset("tiene tienen permite permiten prohibe prohiben exige exigen obliga aplica".split())
 
@@ -101,6 +105,8 @@ def foreign_jurisdiction(query: str) -> bool:
         return False
     if any(_jurisdiction_cue(tokens, start, end) for start, end in spans):
         return True
+    if any(t in _THERE for t in tokens) and (spans or any(t in DEMONYMS for t in tokens)):
+        return True
     return any(t in DEMONYMS and i > 0 and tokens[i - 1] in _INSTITUTIONS for i, t in enumerate(tokens))
 
 
@@ -139,8 +145,11 @@ _PRESENTING = re.compile(r"\b(?:present(?:ar|e|en|ara|aran)|aport(?:ar|e|en)|aco
 _MONEY_VERBS = frozenset(
     "cuesta cuestan costar vale valen cobra cobran cobrar cobro pago pagan pagar paga gana ganan sale salen".split()
 )
+# Things that are amounts of money whatever else they are: a wage, a pension, a grant, a rent. "¿Cuánto está el
+# salario mínimo?" asks for balboas, which an article states only as a figure.
 _MONEY_NOUNS = frozenset(
-    "multa multas precio precios tarifa tarifas costo costos monto recargo interes intereses itbms pasaje".split()
+    """multa multas precio precios tarifa tarifas costo costos monto recargo interes intereses itbms pasaje salario
+    salarios sueldo sueldos pension pensiones beca becas matricula mensualidad alquiler""".split()
 )
 _PERCENT_NOUNS = frozenset("porcentaje tasa".split())
 _DURATION_WORDS = frozenset("tiempo dura duran durar demora demoran tarda tardan tardar plazo".split())
@@ -185,6 +194,10 @@ class Asked:
     units: frozenset[str]
     about: frozenset[str] = frozenset()
     papers: bool = False
+    plain: frozenset[str] = frozenset()
+    """Units asked on their own ("¿desde qué edad?", "¿a qué hora?"): stated anywhere, about anything, they answer,
+    even when another quantity of the question is asked of a named thing ("cuántos años de carrera ... y desde
+    qué edad")."""
 
 
 def _how_much(token: str, after: Sequence[str], units: set[str], about: set[str]) -> None:
@@ -227,6 +240,7 @@ def asked_quantity(query: str) -> Asked | None:
     """The quantity (or the papers of an errand) a question asks for, None if it asks for none."""
     tokens = words(query)
     units: set[str] = set()
+    plain: set[str] = set()
     about: set[str] = set()
     interrogative = some_amount = indirect = papers = False
     for i, token in enumerate(tokens):
@@ -241,14 +255,14 @@ def asked_quantity(query: str) -> Asked | None:
             share = _share_named(tokens[i + 1 : i + 7]) if token == "cuanto" else None
             if share is not None:
                 about.add(share)
-            # "¿(de) cuánto es ...?": some amount, of a kind the rest of the question may name.
+            # "¿(de) cuánto es / está ...?": some amount, of a kind the rest of the question may name.
             some_amount |= token == "cuanto" and (
-                after[:1] in (["es"], ["son"]) or any(t in _SHARE_VERBS for t in after[:2])
+                after[:1] in (["es"], ["son"], ["esta"], ["estan"]) or any(t in _SHARE_VERBS for t in after[:2])
             )
         elif token == "edad" and before[-1:] == ["que"]:
-            units |= _YEAR
+            plain |= _YEAR
         elif token == "hora" and before == ["a", "que"]:
-            units.add(CLOCK)
+            plain.add(CLOCK)
         elif token in _PAPER_NOUNS and before[-1:] in (["que"], ["cuales"]) and any(t in _PAPER_VERBS for t in after):
             papers = True
         elif (interrogative or before[-1:] == ["que"] or _which_is(tokens[max(i - 3, 0) : i])) and not indirect:
@@ -256,9 +270,15 @@ def asked_quantity(query: str) -> Asked | None:
                 units.add(MONEY)
             elif token in _PERCENT_NOUNS:
                 units.add(PERCENT)
-    if some_amount and not units:  # "¿de cuánto es ...?" and nothing says of what: an amount of any kind
-        units |= _TIME_UNITS | {MONEY, PERCENT}
-    return Asked(frozenset(units), frozenset(about), papers) if units or papers else None
+    return _asked(units, plain, about, papers, some_amount)
+
+
+def _asked(units: set[str], plain: set[str], about: set[str], papers: bool, some_amount: bool) -> Asked | None:
+    if some_amount and not units and not plain:  # "¿de cuánto es ...?" and nothing says of what: any amount
+        units = units | _TIME_UNITS | {MONEY, PERCENT}
+    if not (units or plain or papers):
+        return None
+    return Asked(frozenset(units | plain), frozenset(about), papers, frozenset(plain))
 
 
 class ArticleQuantities:
@@ -275,5 +295,6 @@ class ArticleQuantities:
         if asked.papers and not any(PAPERS in self._units[p] for p in positions):
             return True
         return bool(asked.units) and not any(
-            asked.units & self._units[p] and asked.about <= self._stems[p] for p in positions
+            asked.plain & self._units[p] or (asked.units & self._units[p] and asked.about <= self._stems[p])
+            for p in positions
         )

@@ -23,6 +23,8 @@ from panama_law.text import stem
         "la policía gringa puede entrar a mi casa sin orden",
         "cuántos senadores tiene Estados Unidos",
         "en Canadá a un turista lo pueden deportar por manejar borracho",  # opens abroad: their deportation
+        "mi hijo se va pa Alemania a estudiar, allá la universidad es gratis",  # "allá": set where it goes
+        "me dieron la visa gringa, puedo trabajar allá con ella",
     ],
 )
 def test_a_question_set_in_another_country_is_foreign(question: str) -> None:
@@ -41,6 +43,8 @@ def test_a_question_set_in_another_country_is_foreign(question: str) -> None:
         "qué dice el tratado de neutralidad con Estados Unidos",
         "los gringos pueden comprar tierras cerca de la frontera",
         "el país tiene a Estados Unidos como aliado",  # a country that is not the question's subject
+        "mi hijo nació en España y vive allá, puede ser panameño",  # "allá", but Panama is what is asked
+        "allá en mi pueblo la policía entra a las casas sin orden",  # "allá" and no foreign place
     ],
 )
 def test_a_question_about_foreigners_or_relations_in_panama_is_not_foreign(question: str) -> None:
@@ -71,6 +75,10 @@ def test_quantities_asked_name_their_unit_and_what_they_count() -> None:
     assert asked_quantity("cuál es el derecho que tengo si me detienen") is None
     assert asked_quantity("quién decide cuánto se cobra de peaje en el canal") is None  # asks who, not how much
     assert asked_quantity("puedo practicar cualquier religión") is None
+    wage = asked_quantity("cuánto está el salario mínimo ahorita")  # a wage is money; "cuánto está" is "cuánto es"
+    assert wage is not None and MONEY in wage.units
+    support = asked_quantity("cuánto le deberían poner de pensión alimenticia")
+    assert support is not None and MONEY in support.units
 
 
 def test_an_article_answers_a_quantity_only_if_it_states_one_of_that_unit_about_that_thing() -> None:
@@ -110,6 +118,19 @@ def test_an_amount_asked_of_a_named_thing_is_answered_only_by_an_article_stating
         ]
     )
     assert quantities.unstated(prima, [0]) and not quantities.unstated(prima, [1])
+
+
+def test_an_age_asked_on_its_own_is_answered_by_a_stated_age_whatever_else_the_question_narrows() -> None:
+    """ "¿Cuántos años de carrera piden, y desde qué edad?" asks two things; an article stating the age answers
+    the question even if it never says "carrera". Before, the age inherited the years' "of what" and an
+    article on a magistrate's age and practice was refused."""
+    judge = asked_quantity("cuántos años de carrera en leyes le piden y desde qué edad")
+    assert judge is not None and judge.about == {stem("carrera")} and judge.plain == {stem("años")}
+    quantities = ArticleQuantities(
+        ["Para ser magistrado se requiere haber cumplido treinta y cinco años y haber ejercido la abogacía."]
+    )
+    assert not quantities.unstated(judge, [0])
+    assert quantities.unstated(asked_quantity("cuántos años de carrera en leyes le piden"), [0])
 
 
 def test_the_papers_of_an_errand_are_answered_only_by_an_article_that_lists_documents_to_present() -> None:
