@@ -1,5 +1,10 @@
 """Places whose law is not Panama's: countries, their demonyms and capitals, the states of the United States and
-a few large foreign cities that Panamanians travel to or come from, written in Spanish.
+foreign cities and regions that Panamanians travel to or come from, written in Spanish; and foreign institutions.
+
+The cities and regions (`data/foreign_cities.txt`) and the institutions, documents and programs callers name
+(`data/foreign_institutions.txt`: "el uscis", "la registraduría", "la green card") were written later, from general
+knowledge, by a writer who saw no question set and no code, with everything Panama shares left out
+(`data/FOREIGN_PLACES.md` lists what was left out and why).
 
 This is general knowledge (the world's sovereign states as Spanish names them, their usual gentilicios, their
 capitals, the fifty US states), written out as data by hand; it was not drawn from any question set. It serves
@@ -15,6 +20,8 @@ accents, ñ as n) when read.
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 from .text import words
 
@@ -168,7 +175,30 @@ def _split_phrases(text: str) -> list[str]:
     return [w.replace("_", " ") for w in folded.split()]
 
 
-PLACES, DEMONYMS = _read()
-"""Folded names of foreign countries, capitals, US states and cities; folded demonym forms."""
+def _names(filename: str) -> frozenset[str]:
+    """The names of a `country | name` data file beside this module's package (`data/`), folded."""
+    lines = (Path(__file__).parent / "data" / filename).read_text(encoding="utf-8").splitlines()
+    return frozenset(
+        _fold_phrase(line.split("|", 1)[1]) for line in lines if "|" in line and not line.lstrip().startswith("#")
+    )
 
-MAX_PLACE_WORDS = max(len(p.split()) for p in PLACES)
+
+PLACES, DEMONYMS = _read()
+PLACES = PLACES | _names("foreign_cities.txt")
+"""Folded names of foreign countries, capitals, US states, cities and regions; folded demonym forms."""
+
+INSTITUTIONS = _names("foreign_institutions.txt")
+"""Folded names of foreign institutions, documents and programs ("uscis", "registraduria", "green card"): a
+question that names one is about that country's administration, wherever it is set."""
+
+MAX_PLACE_WORDS = max(len(p.split()) for p in PLACES | INSTITUTIONS)
+
+
+def longest_by_first_word(names: frozenset[str]) -> dict[str, int]:
+    """For each first word of `names`, the most words a name starting with it has: a question is scanned only
+    where a name can start, a few n-grams instead of every n-gram up to `MAX_PLACE_WORDS` words."""
+    out: dict[str, int] = {}
+    for name in names:
+        first, size = name.split()[0], len(name.split())
+        out[first] = max(out.get(first, 0), size)
+    return out

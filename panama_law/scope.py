@@ -26,7 +26,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from .gazetteer import DEMONYMS, MAX_PLACE_WORDS, PLACES
+from .gazetteer import DEMONYMS, INSTITUTIONS, MAX_PLACE_WORDS, PLACES, longest_by_first_word
 from .text import fold, stem, words
 
 # --- another country's law -------------------------------------------------------------------------------------
@@ -66,12 +66,22 @@ def _tokens(query: str) -> list[str]:
     return [w.replace("ñ", "n") for w in words(query)]
 
 
-def _place_spans(tokens: Sequence[str]) -> Iterable[tuple[int, int]]:
-    """(start, end) of each place name in `tokens`, longest names first, without overlaps."""
+_PLACE_STARTS = longest_by_first_word(PLACES)
+_INSTITUTION_STARTS = longest_by_first_word(INSTITUTIONS)
+
+
+def _place_spans(
+    tokens: Sequence[str], names: frozenset[str] = PLACES, longest: dict[str, int] = _PLACE_STARTS
+) -> Iterable[tuple[int, int]]:
+    """(start, end) of each place name (or other of `names`, whose longest names per first word are `longest`) in
+    `tokens`, longest names first, without overlaps."""
+    starts = [(i, longest[t]) for i, t in enumerate(tokens) if t in longest]
     covered = [False] * len(tokens)
     for size in range(MAX_PLACE_WORDS, 0, -1):
-        for start in range(len(tokens) - size + 1):
-            if not any(covered[start : start + size]) and " ".join(tokens[start : start + size]) in PLACES:
+        for start, most in starts:
+            if size > most or start + size > len(tokens) or any(covered[start : start + size]):
+                continue
+            if " ".join(tokens[start : start + size]) in names:
                 covered[start : start + size] = [True] * size
                 yield start, start + size
 
@@ -106,6 +116,10 @@ def foreign_jurisdiction(query: str) -> bool:
     if any(_jurisdiction_cue(tokens, start, end) for start, end in spans):
         return True
     if any(t in _THERE for t in tokens) and (spans or any(t in DEMONYMS for t in tokens)):
+        return True
+    # A foreign institution ("el uscis me negó...", "la registraduría me tiene la cédula cancelada") is that
+    # country's administration acting, wherever the caller is; Panama named or an act of its state is ruled out above.
+    if next(iter(_place_spans(tokens, INSTITUTIONS, _INSTITUTION_STARTS)), None) is not None:
         return True
     return any(t in DEMONYMS and i > 0 and tokens[i - 1] in _INSTITUTIONS for i, t in enumerate(tokens))
 

@@ -171,3 +171,54 @@ def test_the_search_abstains_on_foreign_law_and_statutory_detail_but_answers_for
     assert 177 in [h.article.number for h in searcher.search("cuántos años dura el periodo del presidente")]
     assert 179 in [h.article.number for h in searcher.search("a qué edad se puede llegar a ser presidente")]
     assert searcher.search("qué papeles piden en el banco para abrir una cuenta a mi hijo") == []
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "el uscis me negó la ciudadanía, eso se puede apelar",
+        "la registraduría me tiene la cédula cancelada",
+        "me pararon los de la guardia civil y me pidieron el nie",
+        "a mi primo en Maracaibo se lo llevó el sebin sin orden",  # a city from the list, then an institution
+        "en Guayaquil pueden cerrar la calle por una fiesta",
+    ],
+)
+def test_a_foreign_institution_or_city_sets_the_question_abroad(question: str) -> None:
+    """Written from general knowledge by a writer who saw no question set (`data/FOREIGN_PLACES.md`); before, only
+    countries, their capitals, US states and a dozen cities were known."""
+    assert foreign_jurisdiction(question)
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "tengo green card y quiero saber si necesito visa para entrar a Panamá",  # names Panama
+        "me van a deportar y el ice me tiene detenido",  # an act of the Panamanian state first
+        "la caja de seguro social me negó la pensión",  # Panama's own institution
+        "soy de Cali y me detuvieron sin orden",  # a person's origin
+    ],
+)
+def test_a_foreign_institution_or_city_leaves_panamas_questions_in_scope(question: str) -> None:
+    assert not foreign_jurisdiction(question)
+
+
+def test_the_foreign_lists_leave_out_what_panama_shares() -> None:
+    from panama_law.gazetteer import INSTITUTIONS, PLACES
+
+    for name in (
+        "colon",
+        "santiago",
+        "david",
+        "san jose",
+        "la paz",
+        "css",
+        "caja de seguro social",
+        "acodeco",
+        "tribunal electoral",
+        "miraflores",
+        "migracion",
+        "policia nacional",
+        "fiscalia",
+    ):
+        assert name not in PLACES and name not in INSTITUTIONS, name
+    assert {"uscis", "registraduria", "green card"} <= INSTITUTIONS and {"maracaibo", "montreal"} <= PLACES
