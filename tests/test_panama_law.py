@@ -348,7 +348,7 @@ def test_the_shipped_abstain_model_is_what_fit_abstain_gives_on_the_development_
     visible = REPO_ROOT.parent / "shared" / "eval" / "retrieval_visible.jsonl"
     if not visible.is_file():
         pytest.skip("the project's visible eval set is not beside the checkout")
-    names = ("dev_extra", "calibration", "heldout", "heldout_callers")
+    names = ("dev_extra", "calibration", "heldout", "heldout_callers", "dev_scope")
     items = load_items(visible) + [i for n in names for i in load_items(REPO_ROOT / "bench" / "eval" / f"{n}.jsonl")]
     sigs = [searcher.signals(item.question)[0] for item in items]
     fitted = fit_model(sigs, np.array([1 if item.gold else 0 for item in items]), ABSTAIN_FEATURES)
