@@ -4,7 +4,8 @@ Two kinds of question look constitutional to every retrieval signal and still ha
 
 * **Another country's law.** "¿En Costa Rica a qué edad se vota?" shares every content word with the article on
   Panamanian suffrage. The Constitution is Panama's; a question placed in a foreign jurisdiction (a country,
-  capital or US state from `gazetteer`, or "la ley colombiana") and never in Panama is about some other law. A
+  capital, US state or city from `gazetteer`, "la ley colombiana", "allá" with a foreign place named, or a foreign
+  institution such as "el USCIS") and never in Panama is about some other law. A
   question about foreigners *in* Panama stays in scope: "soy colombiano, ¿puedo votar en Panamá?" names Panama,
   "soy de Colombia" or "un gringo" speak of a person's origin, "nací en Miami" of a birth, "me extraditan a
   Estados Unidos" or "el tratado con Estados Unidos" of an act of the Panamanian state (unless the question opens
@@ -288,6 +289,7 @@ def asked_quantity(query: str) -> Asked | None:
 
 
 def _asked(units: set[str], plain: set[str], about: set[str], papers: bool, some_amount: bool) -> Asked | None:
+    """What `asked_quantity` read, as an `Asked` (None if it read no quantity and no papers)."""
     if some_amount and not units and not plain:  # "¿de cuánto es ...?" and nothing says of what: any amount
         units = units | _TIME_UNITS | {MONEY, PERCENT}
     if not (units or plain or papers):
