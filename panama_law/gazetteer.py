@@ -190,15 +190,3 @@ PLACES = PLACES | _names("foreign_cities.txt")
 INSTITUTIONS = _names("foreign_institutions.txt")
 """Folded names of foreign institutions, documents and programs ("uscis", "registraduria", "green card"): a
 question that names one is about that country's administration, wherever it is set."""
-
-MAX_PLACE_WORDS = max(len(p.split()) for p in PLACES | INSTITUTIONS)
-
-
-def longest_by_first_word(names: frozenset[str]) -> dict[str, int]:
-    """For each first word of `names`, the most words a name starting with it has: a question is scanned only
-    where a name can start, a few n-grams instead of every n-gram up to `MAX_PLACE_WORDS` words."""
-    out: dict[str, int] = {}
-    for name in names:
-        first, size = name.split()[0], len(name.split())
-        out[first] = max(out.get(first, 0), size)
-    return out

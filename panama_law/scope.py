@@ -27,7 +27,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from .gazetteer import DEMONYMS, INSTITUTIONS, MAX_PLACE_WORDS, PLACES, longest_by_first_word
+from .gazetteer import DEMONYMS, INSTITUTIONS, PLACES
 from .text import fold, stem, words
 
 # --- another country's law -------------------------------------------------------------------------------------
@@ -67,24 +67,35 @@ def _tokens(query: str) -> list[str]:
     return [w.replace("ñ", "n") for w in words(query)]
 
 
-_PLACE_STARTS = longest_by_first_word(PLACES)
-_INSTITUTION_STARTS = longest_by_first_word(INSTITUTIONS)
+class _Names:
+    """Finds the names of a set (folded, one or more words) in a question's tokens.
+
+    Each first word maps to the most words a name starting with it has, so a question is scanned only where a name
+    can start: a few n-grams instead of every n-gram up to the longest name."""
+
+    def __init__(self, names: frozenset[str]) -> None:
+        self._names = names
+        self._longest: dict[str, int] = {}
+        for name in names:
+            first, *rest = name.split()
+            self._longest[first] = max(self._longest.get(first, 0), 1 + len(rest))
+        self._most = max(self._longest.values(), default=0)
+
+    def spans(self, tokens: Sequence[str]) -> Iterable[tuple[int, int]]:
+        """(start, end) of each name in `tokens`, longest names first, without overlaps."""
+        starts = [(i, self._longest[t]) for i, t in enumerate(tokens) if t in self._longest]
+        covered = [False] * len(tokens)
+        for size in range(self._most, 0, -1):
+            for start, most in starts:
+                if size > most or start + size > len(tokens) or any(covered[start : start + size]):
+                    continue
+                if " ".join(tokens[start : start + size]) in self._names:
+                    covered[start : start + size] = [True] * size
+                    yield start, start + size
 
 
-def _place_spans(
-    tokens: Sequence[str], names: frozenset[str] = PLACES, longest: dict[str, int] = _PLACE_STARTS
-) -> Iterable[tuple[int, int]]:
-    """(start, end) of each place name (or other of `names`, whose longest names per first word are `longest`) in
-    `tokens`, longest names first, without overlaps."""
-    starts = [(i, longest[t]) for i, t in enumerate(tokens) if t in longest]
-    covered = [False] * len(tokens)
-    for size in range(MAX_PLACE_WORDS, 0, -1):
-        for start, most in starts:
-            if size > most or start + size > len(tokens) or any(covered[start : start + size]):
-                continue
-            if " ".join(tokens[start : start + size]) in names:
-                covered[start : start + size] = [True] * size
-                yield start, start + size
+_PLACES = _Names(PLACES)
+_FOREIGN_INSTITUTIONS = _Names(INSTITUTIONS)
 
 
 def _jurisdiction_cue(tokens: Sequence[str], start: int, end: int) -> bool:
@@ -109,7 +120,7 @@ def foreign_jurisdiction(query: str) -> bool:
     tokens = _tokens(query)
     if any(t in _PANAMA for t in tokens):
         return False
-    spans = list(_place_spans(tokens))
+    spans = list(_PLACES.spans(tokens))
     # "En Estados Unidos, ¿a un extranjero lo pueden deportar por...?" opens abroad: the deportation is theirs.
     opens_abroad = any(start == 1 and tokens[0] == "en" for start, _ in spans)
     if not opens_abroad and any(t.startswith(_RELATION_PREFIXES) for t in tokens):
@@ -120,7 +131,7 @@ def foreign_jurisdiction(query: str) -> bool:
         return True
     # A foreign institution ("el uscis me negó...", "la registraduría me tiene la cédula cancelada") is that
     # country's administration acting, wherever the caller is; Panama named or an act of its state is ruled out above.
-    if next(iter(_place_spans(tokens, INSTITUTIONS, _INSTITUTION_STARTS)), None) is not None:
+    if next(iter(_FOREIGN_INSTITUTIONS.spans(tokens)), None) is not None:
         return True
     return any(t in DEMONYMS and i > 0 and tokens[i - 1] in _INSTITUTIONS for i, t in enumerate(tokens))
 
