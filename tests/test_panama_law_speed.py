@@ -73,6 +73,14 @@ def test_group_max_is_exactly_numpys_unbuffered_maximum(shuffled: bool) -> None:
         GroupMax(groups).maximum_into(got, scores)
         np.testing.assert_array_equal(got, expected)
         assert got[7] == -1.0
+    # Into values already there (the search takes glosses, then passages, into one array): a larger one stays.
+    start = np.where(np.arange(50) % 2 == 0, 5.0, -5.0).astype(np.float32)
+    expected, got = start.copy(), start.copy()
+    scores = rng.standard_normal(400)
+    np.maximum.at(expected, groups, scores)
+    GroupMax(groups).maximum_into(got, scores)
+    np.testing.assert_array_equal(got, expected)
+    assert got[0] == 5.0 and got[1] < 5.0
     grouped = GroupMax(groups)
     for g in (0, 7, 8, 49):
         np.testing.assert_array_equal(grouped.members(g), np.flatnonzero(groups == g))
