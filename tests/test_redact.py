@@ -89,6 +89,13 @@ def test_non_luhn_digit_run_is_not_a_card() -> None:
     assert "[tarjeta]" not in redact("expediente 1234 5678 9012 3456")
 
 
+def test_luhn_run_inside_an_identifier_is_not_a_card() -> None:
+    # A hex room name whose digits hold a 13-digit Luhn-valid run: logs must keep the name whole.
+    room = "lexvoz-4178ea3485573178050f564a30357c55"
+    assert redact(f"joined room {room}") == f"joined room {room}"
+    assert redact("pago con 4111111111111111.") == "pago con [tarjeta]."
+
+
 def test_empty_and_plain() -> None:
     assert redact("") == ""
     assert redact("hola") == "hola"
