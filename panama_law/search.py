@@ -3,7 +3,8 @@
 Spoken, colloquial questions rarely share words with the constitutional text. The pipeline:
 
 1. Lexical query: folded, stemmed, sound-alike-folded terms with conversational filler removed (text.STOPWORDS),
-   plus the lexicon's formal terms (lexicon.expand) at a lower weight.
+   plus the lexicon's formal terms at a lower weight: the Constitution's table for every norm, and the everyday-law
+   table (`lexicon.EVERYDAY`) for the norms without callers' glosses.
 2. Four rankings over the articles of every indexed norm: BM25 over passages (each article keeps its best
    passage; an article's callers' glosses, `glosses`, count as more of its passages, discounted, but are never
    excerpts), BM25 over whole articles with the Título/Capítulo names as an extra field (repeated
@@ -27,7 +28,7 @@ from . import embedding
 from .bm25 import BM25
 from .groupmax import GroupMax
 from .index import LoadedIndex, Passage, _plain_heading
-from .lexicon import expand
+from .lexicon import CONSTITUTION, EVERYDAY
 from .norms import Article, NormInfo
 from .passages import sentences
 from .scope import ArticleQuantities, asked_quantity, foreign_jurisdiction
@@ -199,6 +200,17 @@ class Searcher:
         gloss_groups = [article_group[g.article] for g in index.glosses]
         passage_groups = [article_group[p.article] for p in index.passages]
         self.passage_bm25 = BM25(self._passage_terms + gloss_terms, groups=passage_groups + gloss_groups)
+        # The everyday table's terms score for the articles of unglossed norms only (1.0), glosses and the passages
+        # of glossed norms never (0.0); None when every norm has glosses, so the Constitution alone skips them.
+        unglossed = ~self.glossed
+        self._everyday_passages = (
+            np.concatenate([unglossed[self._passage_article], np.zeros(len(gloss_terms), dtype=bool)]).astype(
+                np.float32
+            )
+            if unglossed.any()
+            else None
+        )
+        self._everyday_articles = unglossed.astype(np.float32) if unglossed.any() else None
         heading_terms = [self._heading_terms(a) for a in self.articles]
         self.article_bm25 = BM25(
             [terms(a.text) + h for a, h in zip(self.articles, heading_terms, strict=True)], groups=article_group
@@ -230,17 +242,25 @@ class Searcher:
         heading = " ".join(_plain_heading(h) for h in article.headings if h)
         return terms(heading) * reps
 
-    def _query_terms(self, query: str) -> tuple[list[tuple[str, float]], str, list[str], list[str]]:
-        """Weighted BM25 query terms, the lexicon's expansion text, and the own and expansion terms."""
+    def _query_terms(
+        self, query: str
+    ) -> tuple[list[tuple[str, float]], list[tuple[str, float]], str, list[str], list[str]]:
+        """Weighted BM25 query terms for every norm, the everyday table's further terms for norms without glosses
+        (none when every norm has them), the Constitution table's expansion text, and the own and expansion terms."""
         weights: dict[str, float] = {}
         own = terms(query)
         for term in own:
             weights[term] = 1.0
-        extra = expand(query)
+        extra = CONSTITUTION.expand(query)
         added = terms(extra)
         for term in added:
             weights.setdefault(term, self.config.expansion_weight)
-        return list(weights.items()), extra, own, added
+        everyday: dict[str, float] = {}
+        if self._everyday_articles is not None:
+            for term in terms(EVERYDAY.expand(query)):
+                if term not in weights:
+                    everyday[term] = self.config.expansion_weight
+        return list(weights.items()), list(everyday.items()), extra, own, added
 
     def query_vector(self, query: str, extra: str | None = None) -> np.ndarray:
         """The dense query vector (normalised). `extra` is the lexicon's expansion, computed here if not given.
@@ -248,7 +268,7 @@ class Searcher:
         The words as said; with `dense_mix` > 0, plus that much of the words followed by the lexicon's formal terms
         (one batch of two)."""
         cfg = self.config
-        extra = expand(query) if extra is None else extra
+        extra = CONSTITUTION.expand(query) if extra is None else extra
         if cfg.dense_mix > 0 and extra:
             raw, expanded = embedding.encode([query, f"{query} {extra}"])
             qvec: np.ndarray = raw + cfg.dense_mix * expanded
@@ -259,9 +279,12 @@ class Searcher:
     def signals(self, query: str) -> tuple[Signals, np.ndarray, np.ndarray, np.ndarray]:
         """Fused article ranking plus the raw passage-level scores needed to pick excerpts."""
         cfg = self.config
-        qterms, extra, own, added = self._query_terms(query)
+        qterms, everyday, extra, own, added = self._query_terms(query)
         lex_p = self.passage_bm25.scores(qterms)
         lex_a = self.article_bm25.scores(qterms)
+        if everyday and self._everyday_passages is not None and self._everyday_articles is not None:
+            lex_p += self.passage_bm25.scores(everyday) * self._everyday_passages
+            lex_a += self.article_bm25.scores(everyday) * self._everyday_articles
         with embedding.one_blas_thread():
             qvec = self.query_vector(query, extra)
             dense_p = self.index.passage_vectors @ qvec

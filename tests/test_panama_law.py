@@ -320,20 +320,22 @@ def test_abstain_fit_separates_and_cuts_halfway_below_the_lowest_in_scope_score(
 
 def test_every_lexicon_expansion_term_occurs_in_the_constitution(searcher: Searcher) -> None:
     """An expansion the text never uses adds nothing but noise (and false evidence to the abstain rule)."""
-    from panama_law.lexicon import formal_terms
+    from panama_law.lexicon import CONSTITUTION
     from panama_law.text import STOPWORDS, stem
 
-    missing = sorted(w for w in formal_terms() if w not in STOPWORDS and not searcher.article_bm25.known(stem(w)))
+    terms = CONSTITUTION.formal_terms()
+    missing = sorted(w for w in terms if w not in STOPWORDS and not searcher.article_bm25.known(stem(w)))
     assert missing == []
 
 
 def test_no_lexicon_key_is_a_word_every_question_may_hold() -> None:
     """The key "te" stood for the Tribunal Electoral, so "si te paran los policías" then searched for the electoral
     court too. A key that is a common function word (text.STOPWORDS) expands questions that never asked."""
-    from panama_law.lexicon import EXPANSIONS, expand
+    from panama_law.lexicon import CONSTITUTION, EVERYDAY, expand
     from panama_law.text import STOPWORDS, fold
 
-    assert sorted(key for key in EXPANSIONS if fold(key) in STOPWORDS) == []
+    for lexicon in (CONSTITUTION, EVERYDAY):
+        assert sorted(key for key in lexicon.table if fold(key) in STOPWORDS) == []
     assert "tribunal" not in expand("si te paran los policias sin motivo, me pueden llevar preso")
 
 

@@ -263,6 +263,69 @@ def test_answerable_questions_about_an_imported_law_are_not_refused_for_want_of_
         assert lexicon_blind.evidence(combined.config) == sig.evidence(combined.config)
 
 
+# Original sentences in the style of a code, and callers' questions that share no word with them.
+_EVERYDAY_LAW = "Ley sintética de la vida diaria"
+_EVERYDAY_PAIRS = [
+    (
+        "El arrendador devolverá al arrendatario el depósito de garantía dentro de los treinta días siguientes a la"
+        " entrega del inmueble, descontando solo los daños comprobados.",
+        "el casero no me quiere regresar la plata que le deje cuando me mude",
+    ),
+    (
+        "El empleador que despida sin causa justificada pagará una indemnización equivalente a una semana de salario"
+        " por cada año de servicios.",
+        "me botaron sin explicacion despues de cinco años, me toca algo",
+    ),
+    (
+        "Quien mantenga animales domésticos deberá impedir que sus ladridos u otros ruidos perturben el descanso"
+        " nocturno de los vecinos colindantes.",
+        "el perro de al lado no deja dormir a nadie",
+    ),
+]
+
+
+def test_the_everyday_lexicon_takes_callers_words_to_an_imported_codes_words(
+    tmp_path: Path, built_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A team's law speaks of "arrendador" and "depósito de garantía"; the caller says "el casero" and "la plata que
+    le dejé". The Constitution's table cannot bridge that (its terms are the Constitution's), the everyday table
+    (`lexicon.EVERYDAY`) does: each question below shares no term with its article, and its article must come first
+    among the law's articles in the lexical ranking. Without the everyday table, the first and last are not reached
+    by the lexical rankings at all. The Constitution has glosses, so its scores never see the everyday terms."""
+    from panama_law import search
+    from panama_law.lexicon import Lexicon
+    from panama_law.text import terms
+
+    data = tmp_path / "data"
+    data.mkdir()
+    shutil.copy(index.index_path(built_dir), index.index_path(data))
+    distractors = [
+        "Las juntas de usuarios del acueducto rural elegirán a su directiva cada dos años.",
+        "Los establecimientos de expendio de alimentos exhibirán su permiso sanitario vigente.",
+    ]
+    import_norms(_jsonl(tmp_path / "law.jsonl", _EVERYDAY_LAW, [a for a, _ in _EVERYDAY_PAIRS] + distractors), data)
+    searcher = Searcher(index.load(data))
+
+    def law_first(question: str) -> list[str]:
+        sig = searcher.signals(question)[0]
+        ranked = [searcher.articles[p] for p in sig.rankings["lex_article"]]
+        return [a.label for a in ranked if a.norm == _EVERYDAY_LAW]
+
+    glossed = searcher.glossed[[p.article for p in searcher.index.passages]]  # the Constitution's passages
+    assert glossed.any() and not glossed.all()
+    with_table = {}
+    for number, (article, question) in enumerate(_EVERYDAY_PAIRS, 1):
+        assert not set(terms(question)) & set(terms(article)), question
+        assert law_first(question)[:1] == [str(number)], question
+        with_table[question] = searcher.signals(question)[2]
+
+    monkeypatch.setattr(search, "EVERYDAY", Lexicon({}))
+    assert law_first(_EVERYDAY_PAIRS[0][1]) == []
+    assert law_first(_EVERYDAY_PAIRS[2][1]) == []
+    for question, lex_passages in with_table.items():
+        np.testing.assert_array_equal(searcher.signals(question)[2][glossed], lex_passages[glossed])
+
+
 def test_a_norm_without_glosses_is_fused_with_weights_of_its_own(combined: Searcher) -> None:
     """The weights fitted for a glossed norm lean on the passage rankings, where glosses compete; an unglossed
     law's articles would sink under them (0.656 → 0.574 recall@3 on the development laws), so each ranking
