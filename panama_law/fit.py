@@ -74,16 +74,16 @@ def _fused_metrics(
     k: float,
     w: Sequence[float],
     glossed: np.ndarray,
-    w_unglossed: float,
+    w_unglossed: Sequence[float],
 ) -> np.ndarray:
     """Per question: (hit@3, reciprocal rank@10) of the fusion with rrf_k `k` and weights `w` (RANKINGS order) for
-    articles of norms with glosses; the others keep `w_unglossed` from every ranking, as `Searcher.weight` does."""
+    articles of norms with glosses; the others keep `w_unglossed` (RANKINGS order), as `Searcher.weight` does."""
     out = np.zeros((len(sigs), 2))
     for i, (sig, gold) in enumerate(zip(sigs, golds, strict=True)):
         fused: dict[int, float] = {}
-        for name, weight in zip(RANKINGS, w, strict=True):
+        for name, weight, other in zip(RANKINGS, w, w_unglossed, strict=True):
             for place, pos in enumerate(sig.rankings.get(name, []), 1):
-                fused[pos] = fused.get(pos, 0.0) + (weight if glossed[pos] else w_unglossed) / (k + place)
+                fused[pos] = fused.get(pos, 0.0) + (weight if glossed[pos] else other) / (k + place)
         top = [numbers[p] for p, v in sorted(fused.items(), key=lambda kv: (-kv[1], kv[0]))[:10] if v > 0]
         out[i] = _hit_and_rr(top, gold)
     return out
@@ -107,13 +107,14 @@ def select_by_cv(parts: np.ndarray, repeats: int) -> tuple[np.ndarray, int]:
 
 
 def fit_fusion(searcher: Searcher, items: list[EvalItem], repeats: int = 10) -> dict[str, Any]:
-    """The fusion weights of norms with glosses; articles of a norm without glosses keep `w_unglossed`."""
+    """The fusion weights of norms with glosses; articles of a norm without glosses keep `w_unglossed_*`."""
     in_scope = [i for i in items if i.gold]
     sigs = [searcher.signals(i.question)[0] for i in in_scope]
     golds = [i.gold_keys for i in in_scope]
     numbers = [a.key for a in searcher.articles]
     grid = [(k, w) for k in RRF_KS for w in itertools.product(WEIGHT_GRID, repeat=len(RANKINGS)) if any(w)]
-    glossed, w_unglossed = searcher.glossed, searcher.config.w_unglossed
+    glossed = searcher.glossed
+    w_unglossed = [searcher.config.weight(name, glossed=False) for name in RANKINGS]
     parts = np.array([_fused_metrics(sigs, golds, numbers, k, w, glossed, w_unglossed) for k, w in grid])
     n = len(in_scope)
     cv_total, best = select_by_cv(parts, repeats)

@@ -329,9 +329,10 @@ def test_the_everyday_lexicon_takes_callers_words_to_an_imported_codes_words(
 def test_a_norm_without_glosses_is_fused_with_weights_of_its_own(combined: Searcher) -> None:
     """The weights fitted for a glossed norm lean on the passage rankings, where glosses compete; an unglossed
     law's articles would sink under them (0.656 → 0.574 recall@3 on the development laws), so each ranking
-    gives them `w_unglossed`. Every fused score must be the sum of its rankings' votes with its norm's weights."""
+    gives them weights of their own (`w_unglossed_*`). Every fused score must be the sum of its rankings' votes with
+    its norm's weights."""
     cfg = combined.config
-    assert cfg.w_lex_article != cfg.w_unglossed != cfg.w_dense_article
+    assert all(cfg.weight(name) != cfg.weight(name, glossed=False) for name in ("lex_article", "dense_article"))
     sig, fused, _, _ = combined.signals("quien riega el huerto comunitario si el vecino se va de vacaciones")
     norms = {combined.articles[p].norm for p in sig.ranked[:10]}
     assert {LEY_NAME, CONSTITUTION} <= norms, "both norms in play"
@@ -341,13 +342,13 @@ def test_a_norm_without_glosses_is_fused_with_weights_of_its_own(combined: Searc
         for name in RANKINGS:
             rank = sig.rank_in(name, pos)
             if rank is not None:
-                expected += (cfg.weight(name) if glossed else cfg.w_unglossed) / (cfg.rrf_k + rank)
+                expected += cfg.weight(name, glossed) / (cfg.rrf_k + rank)
         assert fused[pos] == pytest.approx(expected)
 
 
 def test_fit_fusion_scores_the_fusion_the_search_does_on_an_index_of_both_kinds_of_norm(combined: Searcher) -> None:
     """`fit fusion` replays the fusion from each question's rankings: with the shipped weights it must rank as the
-    search does, unglossed articles at `w_unglossed`, or its fit would score a fusion nobody runs."""
+    search does, unglossed articles at `w_unglossed_*`, or its fit would score a fusion nobody runs."""
     from panama_law.fit import _fused_metrics, _hit_and_rr
 
     cfg = combined.config
@@ -356,7 +357,8 @@ def test_fit_fusion_scores_the_fusion_the_search_does_on_an_index_of_both_kinds_
     golds = [item.gold_keys for item in items]
     keys = [a.key for a in combined.articles]
     weights = [cfg.weight(name) for name in RANKINGS]
-    replayed = _fused_metrics(sigs, golds, keys, cfg.rrf_k, weights, combined.glossed, cfg.w_unglossed)
+    unglossed = [cfg.weight(name, glossed=False) for name in RANKINGS]
+    replayed = _fused_metrics(sigs, golds, keys, cfg.rrf_k, weights, combined.glossed, unglossed)
     searched = [_hit_and_rr([keys[p] for p in sig.ranked[:10]], gold) for sig, gold in zip(sigs, golds, strict=True)]
     assert replayed.tolist() == [list(pair) for pair in searched]
 
