@@ -221,6 +221,39 @@ def test_cli_import_norms_search_remove(tmp_path: Path, capsys: pytest.CaptureFi
     assert "no norm named" in capsys.readouterr().err
 
 
+def test_cli_glosses_worksheet_round_trips_through_import(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`glosses NAME` prints the form `import --glosses` reads, one line per article with its label, headings and
+    text; filled in and imported again, the norm holds those glosses and the next worksheet shows them."""
+    data = str(tmp_path / "data")
+    law = write_jsonl(
+        tmp_path / "l.jsonl",
+        [
+            {"norm": "Ley sintética 8", "article": "1", "text": "Los faroles sintéticos se encienden al anochecer."},
+            {"norm": "Ley sintética 8", "article": "1-A", "text": "Los faroles apagados se reportan al municipio."},
+        ],
+    )
+    assert cli.main(["import", str(law), "--data-dir", data]) == 0
+    capsys.readouterr()
+    assert cli.main(["glosses", "Ley sintética 8", "--data-dir", data]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [(r["article"], r["text"], r["glosses"]) for r in rows] == [
+        ("1", "Los faroles sintéticos se encienden al anochecer.", []),
+        ("1-A", "Los faroles apagados se reportan al municipio.", []),
+    ]
+    rows[1]["glosses"] = ["la lampara de la calle lleva una semana sin prender a quien le aviso"]
+    sheet = write_jsonl(tmp_path / "sheet.jsonl", rows)
+    assert cli.main(["import", str(law), "--glosses", str(sheet), "--data-dir", data]) == 0
+    assert cli.main(["norms", "--data-dir", data]) == 0
+    assert "2 articles, 1 glosses" in capsys.readouterr().out
+    assert cli.main(["glosses", "Ley sintética 8", "--data-dir", data]) == 0
+    again = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert again == rows
+
+    assert cli.main(["glosses", "Ley que no existe", "--data-dir", data]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: no norm named") and err.count("\n") == 1
+
+
 # --- search across norms -------------------------------------------------------------------------------------------
 
 
