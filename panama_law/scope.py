@@ -32,8 +32,10 @@ from .text import fold, stem, words
 
 # --- another country's law -------------------------------------------------------------------------------------
 
+# Words that place a question in Panama. "nuestro país" does; the pronoun "nos" does not ("nos vamos a mudar a
+# Montreal" is about Canada), so it is not here.
 _PANAMA = frozenset(
-    """panama panameno panamena panamenos panamenas istmo istmeno istmena aqui aca nos nuestro nuestra nuestros
+    """panama panameno panamena panamenos panamenas istmo istmeno istmena aqui aca nuestro nuestra nuestros
     nuestras""".split()
 )
 # Before "en <place>": a birth there is a fact about a person, not the jurisdiction of the question.

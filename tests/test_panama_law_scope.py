@@ -25,6 +25,8 @@ from panama_law.text import stem
         "en Canadá a un turista lo pueden deportar por manejar borracho",  # opens abroad: their deportation
         "mi hijo se va pa Alemania a estudiar, allá la universidad es gratis",  # "allá": set where it goes
         "me dieron la visa gringa, puedo trabajar allá con ella",
+        # "nos" is a pronoun ("nos vamos"), not a mention of Panama as "nuestro país" is
+        "nos vamos a vivir a Toronto y dicen que allá las escuelas enseñan en francés a la fuerza, eso es legal",
     ],
 )
 def test_a_question_set_in_another_country_is_foreign(question: str) -> None:
@@ -45,6 +47,7 @@ def test_a_question_set_in_another_country_is_foreign(question: str) -> None:
         "el país tiene a Estados Unidos como aliado",  # a country that is not the question's subject
         "mi hijo nació en España y vive allá, puede ser panameño",  # "allá", but Panama is what is asked
         "allá en mi pueblo la policía entra a las casas sin orden",  # "allá" and no foreign place
+        "en nuestro país un colombiano puede ser dueño de una finca",  # "nuestro" país is Panama
     ],
 )
 def test_a_question_about_foreigners_or_relations_in_panama_is_not_foreign(question: str) -> None:
