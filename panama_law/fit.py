@@ -1,8 +1,8 @@
 """Fit the search's fusion weights, the glosses' discount and the abstain models on labelled development files.
 
-`python -m panama_law.fit fusion|glosses|abstain FILE...` print JSON tables that
-reproduce the constants in `search.SearchConfig`. Only development files belong here; held-out files are for
-`python -m panama_law eval` alone, after the constants are fixed.
+`python -m panama_law.fit fusion|glosses|abstain FILE...` print JSON tables that reproduce the constants in
+`search.SearchConfig` (the weights of norms without glosses: `fit_unglossed`). Only development files belong
+here; held-out files are for `python -m panama_law eval` alone, after the constants are fixed.
 
 Both fits are chosen by repeated stratified 5-fold cross-validation of the whole procedure (choose on the training
 folds, count on the test fold), so a setting that only fits a few questions shows up as a CV loss.

@@ -53,19 +53,17 @@ class SearchConfig:
     alone would bury a norm without glosses, whose passages cannot compete with the glosses' wordings: the four
     unglossed development laws fell from 0.656 to 0.574 recall@3 beside the Constitution. So an article of a norm
     without glosses gets weights of its own, `w_unglossed_*`. Without glosses the whole-article views are the
-    stronger ones: the article's embedding (with its innermost heading) and its BM25 with the heading path. The
-    weights were chosen by leave-one-law-out on the four development laws (122 questions, each law on an index
-    beside the Constitution), over 0-0.75 for passage BM25, 1.5-3.75 for article BM25, 0-1.5 for passage
-    embeddings and 2.25-6 for article embeddings, maximising the laws' hits in the first three plus a quarter of
-    the Constitution's development questions' hits on the same indexes: every fold chose article BM25 2.25 and
-    article embeddings 3 with passage BM25 at 0, and passage embeddings at 0 or 0.75, which tie on that measure
-    over all four laws (95 and 96 of the laws' 122, 947 and 943 of the Constitution's 993);
-    the held-out laws found 95 of 122 (before abstaining) against 90 with the single weight of 1.5 used before
-    (chosen from 1-2, the same for every ranking). Of the tied two, passage embeddings at 0 keep the Constitution's
-    questions on those indexes whole. With the abstain rules, on the four laws: 87 → 92 of 122 in the first three,
-    MRR@10 0.620 → 0.621; the Constitution's development questions on the three law indexes 943 → 947 of 993 (MRR@10
-    unchanged) and out of scope abstained 397 → 391 of 570: laws state more amounts than the Constitution, so the
-    quantity rule (`scope`) finds one in the first three more often. The Constitution alone never sees these weights.
+    stronger ones: the article's embedding (with its innermost heading) and its BM25 with the heading path.
+    `python -m panama_law.fit_unglossed` chose them by leave-one-law-out on the four development laws (each on an
+    index beside the Constitution, 122 questions; the Constitution's 331 development questions asked on each index
+    too), over 0-0.75 for passage BM25, 1.5-3.75 for article BM25, 0-1.5 for passage embeddings and 2.25-6 for
+    article embeddings: every fold chose passage BM25 0, article BM25 2.25 and article embeddings 3 (passage
+    embeddings 0 or 0.75), and the held-out laws found 95 of 122 in the first three before abstaining, against 90
+    with the single weight of 1.5 from each ranking used before (chosen from 1-2). With the abstain rules, on the
+    four laws: 87 → 92 of 122, MRR@10 0.620 → 0.621; the Constitution's development questions on the three
+    indexes of the second to fourth laws 943 → 947 of 993 (MRR@10 unchanged) and out of scope abstained 397 → 391
+    of 570: laws state more amounts than the Constitution, so the quantity rule (`scope`) finds one in the first
+    three more often. The Constitution alone never sees these weights.
     The glosses' discount (`gloss_dense_offset`) was fitted with the equal weights by `fit glosses` (the three
     development sets plus the first test law's questions, on an index holding both norms); run again under these
     weights it prefers 0.15 at rrf_k 3, with 0.2 within 0.004 in sample.

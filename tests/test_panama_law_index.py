@@ -525,3 +525,29 @@ def test_a_long_embedding_run_reports_progress(caplog: pytest.LogCaptureFixture)
         caplog.clear()
         embedding.encode(texts[:10])  # a query-sized encode says nothing
         assert not [r for r in caplog.records if r.name == "panama_law.embedding"]
+
+
+def test_fit_unglossed_counts_each_law_with_weights_chosen_on_the_others(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Law X's answers are found by article embeddings alone, law Y's by passage BM25 alone. On both laws the
+    article embeddings win (two questions to one), but held out, each law is scored with what the other prefers,
+    so the leave-one-law-out count is 0: the fit must report that, not the in-sample 2."""
+    from panama_law import fit_unglossed as fu
+    from panama_law.search import SearchConfig, Signals
+
+    monkeypatch.setattr(
+        fu,
+        "GRID",
+        {"lex_passage": (0.0, 1.0), "lex_article": (0.0,), "dense_passage": (0.0,), "dense_article": (0.0, 1.0)},
+    )
+    keys = [f"a{i}" for i in range(8)]
+    unglossed = np.zeros(8, dtype=bool)
+    # With both rankings on, the articles both rank (1-3) crowd the answer out of the first three.
+    by_dense = Signals(rankings={"lex_passage": [1, 2, 3, 4], "dense_article": [5, 1, 2, 3]})
+    by_lex = Signals(rankings={"lex_passage": [6, 1, 2, 3], "dense_article": [1, 2, 3, 4]})
+    law_x = fu.LawRun("x", unglossed, keys, ([by_dense, by_dense], [frozenset({"a5"})] * 2), ([], []))
+    law_y = fu.LawRun("y", unglossed, keys, ([by_lex], [frozenset({"a6"})]), ([], []))
+    report = fu.fit_unglossed([law_x, law_y], SearchConfig())
+    assert report["chosen"] == {"lex_passage": 0.0, "lex_article": 0.0, "dense_passage": 0.0, "dense_article": 1.0}
+    assert report["chosen_in_sample"]["law_hits"] == 2
+    assert [f["held_out_hits"] for f in report["folds"]] == [0, 0]
+    assert report["folds"][0]["chosen"]["lex_passage"] == 1.0  # chosen on law y alone
