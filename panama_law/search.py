@@ -28,9 +28,10 @@ from . import embedding
 from .bm25 import BM25
 from .groupmax import GroupMax
 from .index import LoadedIndex, Passage, _plain_heading
-from .lexicon import CONSTITUTION, EVERYDAY
+from .lexicon import CONSTITUTION
 from .norms import Article, NormInfo
 from .passages import sentences
+from .query import query_terms
 from .scope import ArticleQuantities, asked_quantity, foreign_jurisdiction
 from .text import terms
 
@@ -256,26 +257,6 @@ class Searcher:
         heading = " ".join(_plain_heading(h) for h in article.headings if h)
         return terms(heading) * reps
 
-    def _query_terms(
-        self, query: str
-    ) -> tuple[list[tuple[str, float]], list[tuple[str, float]], str, list[str], list[str]]:
-        """Weighted BM25 query terms for every norm, the everyday table's further terms for norms without glosses
-        (none when every norm has them), the Constitution table's expansion text, and the own and expansion terms."""
-        weights: dict[str, float] = {}
-        own = terms(query)
-        for term in own:
-            weights[term] = 1.0
-        extra = CONSTITUTION.expand(query)
-        added = terms(extra)
-        for term in added:
-            weights.setdefault(term, self.config.expansion_weight)
-        everyday: dict[str, float] = {}
-        if self._everyday_articles is not None:
-            for term in terms(EVERYDAY.expand(query)):
-                if term not in weights:
-                    everyday[term] = self.config.expansion_weight
-        return list(weights.items()), list(everyday.items()), extra, own, added
-
     def query_vector(self, query: str, extra: str | None = None) -> np.ndarray:
         """The dense query vector (normalised). `extra` is the lexicon's expansion, computed here if not given.
 
@@ -293,14 +274,14 @@ class Searcher:
     def signals(self, query: str) -> tuple[Signals, np.ndarray, np.ndarray, np.ndarray]:
         """Fused article ranking plus the raw passage-level scores needed to pick excerpts."""
         cfg = self.config
-        qterms, everyday, extra, own, added = self._query_terms(query)
-        lex_p = self.passage_bm25.scores(qterms)
-        lex_a = self.article_bm25.scores(qterms)
-        if everyday and self._everyday_passages is not None and self._everyday_articles is not None:
-            lex_p += self.passage_bm25.scores(everyday) * self._everyday_passages
-            lex_a += self.article_bm25.scores(everyday) * self._everyday_articles
+        q = query_terms(query, cfg.expansion_weight, everyday=self._everyday_articles is not None)
+        lex_p = self.passage_bm25.scores(q.weighted)
+        lex_a = self.article_bm25.scores(q.weighted)
+        if q.everyday and self._everyday_passages is not None and self._everyday_articles is not None:
+            lex_p += self.passage_bm25.scores(q.everyday) * self._everyday_passages
+            lex_a += self.article_bm25.scores(q.everyday) * self._everyday_articles
         with embedding.one_blas_thread():
-            qvec = self.query_vector(query, extra)
+            qvec = self.query_vector(query, q.expansion)
             dense_p = self.index.passage_vectors @ qvec
             dense_a = self.index.article_vectors @ qvec
             dense_g = self.index.gloss_vectors @ qvec
@@ -339,8 +320,8 @@ class Searcher:
             dense_max=float(dense_p.max()) if dense_p.size else -1.0,
             lex_max=float(lex_a.max()),
             gloss_max=float(dense_g.max()) if dense_g.size else 0.0,
-            coverage=self.article_bm25.best_group_coverage(own),
-            expansion_terms=len(added),
+            coverage=self.article_bm25.best_group_coverage(q.own),
+            expansion_terms=len(q.added),
             foreign=foreign_jurisdiction(query),
             unstated_quantity=self.quantities.unstated(asked_quantity(query), ranked[:MAX_RESULTS]),
             ranked=ranked,

@@ -325,7 +325,7 @@ def test_the_everyday_lexicon_takes_callers_words_to_an_imported_codes_words(
     (`lexicon.EVERYDAY`) does: each question below shares no term with its article, and its article must come first
     among the law's articles in the lexical ranking. Without the everyday table, the first and last are not reached
     by the lexical rankings at all. The Constitution has glosses, so its scores never see the everyday terms."""
-    from panama_law import search
+    from panama_law import query
     from panama_law.lexicon import Lexicon
     from panama_law.text import terms
 
@@ -352,7 +352,7 @@ def test_the_everyday_lexicon_takes_callers_words_to_an_imported_codes_words(
         assert law_first(question)[:1] == [str(number)], question
         with_table[question] = searcher.signals(question)[2]
 
-    monkeypatch.setattr(search, "EVERYDAY", Lexicon({}))
+    monkeypatch.setattr(query, "EVERYDAY", Lexicon({}))
     assert law_first(_EVERYDAY_PAIRS[0][1]) == []
     assert law_first(_EVERYDAY_PAIRS[2][1]) == []
     for question, lex_passages in with_table.items():
