@@ -228,9 +228,11 @@ class Asked:
     qué edad")."""
 
 
-def _how_much(token: str, after: Sequence[str], units: set[str], about: set[str]) -> None:
-    """What "cuánto/cuántos ..." asks for, from the words that follow it: "cuánto cuesta" money, "cuánto tiempo"
-    or "cuánto dura" a duration, "cuántos días de vacaciones" days (about vacaciones), "cuánta gente" people."""
+def _how_much(token: str, following: Sequence[str], units: set[str], about: set[str]) -> None:
+    """What "cuánto/cuántos ..." asks for, from the (up to six) words that follow it: its units ("cuánto cuesta"
+    money, "cuánto tiempo" or "cuánto dura" a duration, "cuánta gente" people) and what the amount is about
+    ("cuántos días de vacaciones": vacaciones; "cuánto me toca de prima": prima, `_share_named`)."""
+    after = following[:4]
     if any(t in _MONEY_VERBS for t in after):
         units.add(MONEY)
     if any(t in _DURATION_WORDS for t in after):
@@ -242,6 +244,9 @@ def _how_much(token: str, after: Sequence[str], units: set[str], about: set[str]
             about.add(stem(after[2]))
     if token in ("cuanta", "cuantas") and after and after[0] in ("gente", "personas"):
         units |= _PEOPLE | {PERCENT}
+    share = _share_named(following) if token == "cuanto" else None
+    if share is not None:
+        about.add(share)
 
 
 def _share_named(after: Sequence[str]) -> str | None:
@@ -279,10 +284,7 @@ def asked_quantity(query: str) -> Asked | None:
             if indirect:
                 continue
             interrogative = True
-            _how_much(token, after, units, about)
-            share = _share_named(tokens[i + 1 : i + 7]) if token == "cuanto" else None
-            if share is not None:
-                about.add(share)
+            _how_much(token, tokens[i + 1 : i + 7], units, about)
             # "¿(de) cuánto es / está ...?": some amount, of a kind the rest of the question may name.
             some_amount |= token == "cuanto" and (
                 after[:1] in (["es"], ["son"], ["esta"], ["estan"]) or any(t in _SHARE_VERBS for t in after[:2])
