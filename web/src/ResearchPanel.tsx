@@ -100,7 +100,7 @@ function EntryView({ entry }: { entry: ResearchEntry }) {
       )}
       {entry.status === 'interrupted' && (
         <p className="research-failed" data-testid="research-interrupted" role="status">
-          {interruptionText(entry.reason)}
+          {interruptionText(entry.interruption)}
         </p>
       )}
       {entry.status === 'discarded' && (

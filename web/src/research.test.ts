@@ -211,9 +211,13 @@ describe('researchReducer', () => {
     expect(researchReducer(gone, { type: 'agentGone' })).toBe(gone);
     // An outcome that still arrives (the same agent back after a network blip) is the better information.
     expect(feed([completed], agent, gone).entries[0]).toMatchObject({ callId: 'c1', status: 'completed' });
-    expect(gone.entries[0]?.reason).toBe('agent_left');
+    expect(gone.entries[0]?.interruption).toBe('agent_left');
+    // A failure keeps its code and gets no cause of interruption; an interruption sets no failure code.
+    expect(gone.entries[1]).toMatchObject({ status: 'failed', reason: 'timeout' });
+    expect(gone.entries[1]?.interruption).toBeUndefined();
+    expect(gone.entries[0]?.reason).toBeUndefined();
     const ended = researchReducer(feed([started]), { type: 'sessionEnded' });
-    expect(ended.entries[0]).toMatchObject({ status: 'interrupted', reason: 'session_ended' });
+    expect(ended.entries[0]).toMatchObject({ status: 'interrupted', interruption: 'session_ended' });
     expect(interruptionText('session_ended')).toContain('la sesión terminó');
     expect(interruptionText('agent_left')).toContain('el agente se desconectó');
   });

@@ -53,8 +53,11 @@ export const FAILURE_TEXT: Record<FailureReason, string> = {
 };
 export const GENERIC_FAILURE_TEXT = 'La búsqueda falló.';
 
+/** Why a search was interrupted: the agent left the room (its worker stopped), or the session ended. */
+export type InterruptionReason = 'agent_left' | 'session_ended';
+
 /** Why a search was interrupted, as the person reads it. */
-export function interruptionText(reason: string | undefined): string {
+export function interruptionText(reason: InterruptionReason | undefined): string {
   return reason === 'session_ended'
     ? 'Interrumpida: la sesión terminó antes de que acabara esta búsqueda.'
     : 'Interrumpida: el agente se desconectó antes de terminar esta búsqueda.';
@@ -84,7 +87,7 @@ export type ResearchMessage =
   | { type: 'discarded'; callId: string; turn: number };
 
 /**
- * `interrupted`: no outcome can come any more; `reason` says why: `agent_left` (the agent left the room, its
+ * `interrupted`: no outcome can come any more; `interruption` says why: `agent_left` (the agent left the room, its
  * worker stopped) or `session_ended` (the person stopped, or the session ended, while it ran).
  */
 export type ResearchStatus = 'running' | 'completed' | 'failed' | 'discarded' | 'interrupted';
@@ -96,7 +99,10 @@ export interface ResearchEntry {
   status: ResearchStatus;
   sources: ResearchSource[];
   toolDurationMs?: number;
+  /** A failed search's failure code, as the agent sent it (`failureText` reads it). */
   reason?: string;
+  /** An interrupted search's cause: a field of its own, so no failure code can pass for one, or one for it. */
+  interruption?: InterruptionReason;
 }
 
 export interface ResearchState {
@@ -272,10 +278,12 @@ export function researchReducer(state: ResearchState, action: ResearchAction): R
     case 'agentGone':
     case 'sessionEnded': {
       // No outcome can come any more: a search left "running" would spin on the page for good.
-      const reason = action.type === 'agentGone' ? 'agent_left' : 'session_ended';
+      const interruption: InterruptionReason = action.type === 'agentGone' ? 'agent_left' : 'session_ended';
       return state.entries.some((e) => e.status === 'running')
         ? {
-            entries: state.entries.map((e) => (e.status === 'running' ? { ...e, status: 'interrupted', reason } : e)),
+            entries: state.entries.map((e) =>
+              e.status === 'running' ? { ...e, status: 'interrupted', interruption } : e,
+            ),
           }
         : state;
     }
