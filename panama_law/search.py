@@ -215,16 +215,13 @@ class Searcher:
         passage_groups = [article_group[p.article] for p in index.passages]
         self.passage_bm25 = BM25(self._passage_terms + gloss_terms, groups=passage_groups + gloss_groups)
         # The everyday table's terms score for the articles of unglossed norms only (1.0), glosses and the passages
-        # of glossed norms never (0.0); None when every norm has glosses, so the Constitution alone skips them.
+        # of glossed norms never (0.0); with every norm glossed (the Constitution alone) they are never computed.
         unglossed = ~self.glossed
-        self._everyday_passages = (
-            np.concatenate([unglossed[self._passage_article], np.zeros(len(gloss_terms), dtype=bool)]).astype(
-                np.float32
-            )
-            if unglossed.any()
-            else None
-        )
-        self._everyday_articles = unglossed.astype(np.float32) if unglossed.any() else None
+        self._any_unglossed = bool(unglossed.any())
+        self._everyday_passages = np.concatenate(
+            [unglossed[self._passage_article], np.zeros(len(gloss_terms), dtype=bool)]
+        ).astype(np.float32)
+        self._everyday_articles = unglossed.astype(np.float32)
         heading_terms = [self._heading_terms(a) for a in self.articles]
         self.article_bm25 = BM25(
             [terms(a.text) + h for a, h in zip(self.articles, heading_terms, strict=True)], groups=article_group
@@ -274,10 +271,10 @@ class Searcher:
     def signals(self, query: str) -> tuple[Signals, np.ndarray, np.ndarray, np.ndarray]:
         """Fused article ranking plus the raw passage-level scores needed to pick excerpts."""
         cfg = self.config
-        q = query_terms(query, cfg.expansion_weight, everyday=self._everyday_articles is not None)
+        q = query_terms(query, cfg.expansion_weight, everyday=self._any_unglossed)
         lex_p = self.passage_bm25.scores(q.weighted)
         lex_a = self.article_bm25.scores(q.weighted)
-        if q.everyday and self._everyday_passages is not None and self._everyday_articles is not None:
+        if q.everyday:
             lex_p += self.passage_bm25.scores(q.everyday) * self._everyday_passages
             lex_a += self.article_bm25.scores(q.everyday) * self._everyday_articles
         with embedding.one_blas_thread():
