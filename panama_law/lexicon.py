@@ -349,8 +349,3 @@ CONSTITUTION = Lexicon(_parse(_TABLE))
 EVERYDAY = Lexicon(
     _parse(resources.files(__package__).joinpath("data", "everyday_lexicon.txt").read_text(encoding="utf-8"))
 )
-
-
-def expand(query: str) -> str:
-    """The Constitution table's terms for `query` (`Lexicon.expand`)."""
-    return CONSTITUTION.expand(query)
