@@ -124,8 +124,9 @@ def _cmd_glosses(settings: ServerSettings, name: str) -> int:
     heading path and any glosses the norm has now, so a worksheet filled in and imported again round-trips."""
     from .index import list_norms, norm_articles, norm_glosses
 
-    if name not in {info.name for info in list_norms(settings.data_dir)}:
-        raise ValueError(f"no norm named {name!r} in the index (`norms` lists them)")
+    names = [info.name for info in list_norms(settings.data_dir)]
+    if name not in names:  # worded as `remove` words it
+        raise ValueError(f"no norm named {name!r} in the index (indexed: {', '.join(names) or 'none'})")
     glossed = norm_glosses(settings.data_dir, name)
     for pos, article in enumerate(norm_articles(settings.data_dir, name)):
         row = {
