@@ -27,6 +27,11 @@ def write_jsonl(path: Path, rows: list[dict[str, object]]) -> Path:
     return path
 
 
+def norm_jsonl(path: Path, norm: str, texts: list[str], **meta: str) -> Path:
+    """A team's .jsonl norm of `texts` as articles 1, 2, ..., each line with `meta` (date, gaceta...)."""
+    return write_jsonl(path, [{"norm": norm, "article": str(i), "text": t, **meta} for i, t in enumerate(texts, 1)])
+
+
 def wrap_with_hyphens(paragraph: str, width: int = WRAP) -> list[str]:
     """Wrap like a typesetter: a long word that does not fit is split with a hyphen."""
     lines: list[str] = []

@@ -30,17 +30,13 @@ from panama_law.schema import to_source
 from panama_law.search import RANKINGS, Searcher
 from panama_law.settings import ServerSettings
 from panama_law.sources import ImportOptions
-from tests.norm_fixtures import LEY_EVAL, LEY_NAME, LEY_TXT, write_jsonl
+from tests.norm_fixtures import LEY_EVAL, LEY_NAME, LEY_TXT, norm_jsonl
 
 CONSTITUTION = corpus.DOCUMENT_NAME
 
 
 def _digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
-def _jsonl(path: Path, norm: str, texts: list[str], **meta: str) -> Path:
-    return write_jsonl(path, [{"norm": norm, "article": str(i), "text": t, **meta} for i, t in enumerate(texts, 1)])
 
 
 @pytest.fixture(scope="session")
@@ -75,9 +71,9 @@ def test_reimporting_a_name_replaces_that_norm_only_and_bad_input_leaves_the_ind
     tmp_path: Path,
 ) -> None:
     data = tmp_path / "data"
-    import_norms(_jsonl(tmp_path / "a.jsonl", "Ley sintética A", ["Las tortugas de prueba cruzan la calle."]), data)
-    import_norms(_jsonl(tmp_path / "b.jsonl", "Ley sintética B", ["Los faroles de prueba se encienden."]), data)
-    import_norms(_jsonl(tmp_path / "a2.jsonl", "Ley sintética A", ["Primero.", "Segundo."], gaceta="77"), data)
+    import_norms(norm_jsonl(tmp_path / "a.jsonl", "Ley sintética A", ["Las tortugas de prueba cruzan la calle."]), data)
+    import_norms(norm_jsonl(tmp_path / "b.jsonl", "Ley sintética B", ["Los faroles de prueba se encienden."]), data)
+    import_norms(norm_jsonl(tmp_path / "a2.jsonl", "Ley sintética A", ["Primero.", "Segundo."], gaceta="77"), data)
     assert [(n.name, n.article_count, n.gaceta) for n in index.list_norms(data)] == [
         ("Ley sintética B", 1, None),
         ("Ley sintética A", 2, "77"),
@@ -92,9 +88,9 @@ def test_reimporting_a_name_replaces_that_norm_only_and_bad_input_leaves_the_ind
     with pytest.raises(NormError, match="appears twice"):
         import_norms(dup, data, ImportOptions(norm="Ley sintética C"))
     with pytest.raises(NormError, match="collides with the indexed norm 'Ley sintética A'"):
-        import_norms(_jsonl(tmp_path / "c.jsonl", "ley sintetica a", ["Otra."]), data)
+        import_norms(norm_jsonl(tmp_path / "c.jsonl", "ley sintetica a", ["Otra."]), data)
     with pytest.raises(NormError, match="is the Constitution's"):
-        import_norms(_jsonl(tmp_path / "k.jsonl", "Constitucion Politica de la Republica de Panama", ["X."]), data)
+        import_norms(norm_jsonl(tmp_path / "k.jsonl", "Constitucion Politica de la Republica de Panama", ["X."]), data)
     empty = tmp_path / "vacia.txt"
     empty.write_text("Sin artículos aquí.", encoding="utf-8")
     with pytest.raises(NormError, match="no articles found"):
@@ -147,7 +143,7 @@ def test_a_format_1_index_is_served_as_the_constitution_and_converted_on_the_nex
     assert old.articles[0].citation == f"{CONSTITUTION}, artículo 1"
     assert [n.article_count for n in index.list_norms(data)] == [1]
 
-    import_norms(_jsonl(tmp_path / "n.jsonl", "Ley sintética N", ["Los dragones de prueba vuelan."]), data)
+    import_norms(norm_jsonl(tmp_path / "n.jsonl", "Ley sintética N", ["Los dragones de prueba vuelan."]), data)
     new = index.load(data)
     assert [(n.name, n.article_count) for n in new.norms] == [(CONSTITUTION, 1), ("Ley sintética N", 1)]
     np.testing.assert_array_equal(new.passage_vectors[0], vecs[0])
@@ -177,11 +173,11 @@ def test_a_norms_folder_is_imported_at_start_once_and_a_bad_file_is_reported_not
     )
     (folder / "ley_sintetica_9.meta.json").write_text(json.dumps({"gaceta": "9", "date": "2001-01-09"}), "utf-8")
     (folder / "rota.txt").write_text("sin artículos", encoding="utf-8")
-    _jsonl(folder / "otra.jsonl", "Decreto sintético 10", ["Los relojes sintéticos atrasan."])
+    norm_jsonl(folder / "otra.jsonl", "Decreto sintético 10", ["Los relojes sintéticos atrasan."])
     data = tmp_path / "data"
     settings = ServerSettings(data_dir=data, norms_dir=folder, source=tmp_path / "never-read.json")
     data.mkdir()
-    import_norms(_jsonl(tmp_path / "base.jsonl", "Ley base", ["Base."]), data)  # an index exists: no download
+    import_norms(norm_jsonl(tmp_path / "base.jsonl", "Ley base", ["Base."]), data)  # an index exists: no download
 
     ensure_index(settings)
     norms = {n.name: n for n in index.list_norms(data)}
@@ -200,7 +196,7 @@ def test_a_norms_folder_is_imported_at_start_once_and_a_bad_file_is_reported_not
 
 def test_cli_import_norms_search_remove(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     data = str(tmp_path / "data")
-    law = _jsonl(tmp_path / "l.jsonl", "Ley sintética 5", ["Los pingüinos sintéticos usan bufanda en invierno."])
+    law = norm_jsonl(tmp_path / "l.jsonl", "Ley sintética 5", ["Los pingüinos sintéticos usan bufanda en invierno."])
     assert cli.main(["import", str(law), "--gaceta", "55", "--date", "2005-05-05", "--data-dir", data]) == 0
     assert "imported Ley sintética 5: 1 articles" in capsys.readouterr().out
     assert cli.main(["norms", "--data-dir", data]) == 0
@@ -403,7 +399,7 @@ def test_importing_over_a_corrupt_index_is_refused_and_leaves_it_alone(tmp_path:
     index.index_path(data).write_bytes(b"not a database at all" * 100)
     before = _digest(index.index_path(data))
     with pytest.raises(index.IndexLoadError, match="unreadable"):
-        import_norms(_jsonl(tmp_path / "x.jsonl", "Ley sintética X", ["Texto."]), data)
+        import_norms(norm_jsonl(tmp_path / "x.jsonl", "Ley sintética X", ["Texto."]), data)
     assert _digest(index.index_path(data)) == before
     assert sorted(p.name for p in data.iterdir()) == [index.INDEX_FILE]
 

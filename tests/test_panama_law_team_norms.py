@@ -14,12 +14,7 @@ from panama_law import __main__ as cli
 from panama_law import index
 from panama_law.build import import_norms
 from panama_law.search import Searcher
-from tests.norm_fixtures import write_jsonl
-
-
-def _jsonl(path: Path, norm: str, texts: list[str]) -> Path:
-    return write_jsonl(path, [{"norm": norm, "article": str(i), "text": t} for i, t in enumerate(texts, 1)])
-
+from tests.norm_fixtures import norm_jsonl, write_jsonl
 
 # Original sentences in the style of a code, and callers' questions that share no word with them.
 _EVERYDAY_LAW = "Ley sintética de la vida diaria"
@@ -61,7 +56,7 @@ def test_the_everyday_lexicon_takes_callers_words_to_an_imported_codes_words(
         "Las juntas de usuarios del acueducto rural elegirán a su directiva cada dos años.",
         "Los establecimientos de expendio de alimentos exhibirán su permiso sanitario vigente.",
     ]
-    import_norms(_jsonl(tmp_path / "law.jsonl", _EVERYDAY_LAW, [a for a, _ in _EVERYDAY_PAIRS] + distractors), data)
+    import_norms(norm_jsonl(tmp_path / "law.jsonl", _EVERYDAY_LAW, [a for a, _ in _EVERYDAY_PAIRS] + distractors), data)
     searcher = Searcher(index.load(data))
 
     def law_first(question: str) -> list[str]:
