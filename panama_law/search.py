@@ -26,6 +26,7 @@ import numpy as np
 
 from . import embedding
 from .bm25 import BM25
+from .dense_passages import DensePassages
 from .groupmax import GroupMax
 from .index import LoadedIndex, Passage, _plain_heading
 from .lexicon import CONSTITUTION
@@ -96,6 +97,7 @@ class SearchConfig:
     heading_weight: int = 2
     dense_mix: float = 0.0
     depth: int = 30
+    closest_probe: int = 60  # `dense_passages`: which passages of norms without glosses a query scores
     # Abstain when `Signals.evidence` (a logistic-regression logit) is below `abstain_below`:
     #   evidence = abstain_bias + abstain_w_dense * dense_max + abstain_w_lex * log1p(lex_max)
     # Reproduce with `python -m panama_law.fit abstain` on the development pool: the visible set,
@@ -210,6 +212,7 @@ class Searcher:
         glossed_norms = {self.articles[g.article].norm for g in index.glosses}
         # Per article: does its norm have glosses? It decides which fusion weights the article gets (`weight`).
         self.glossed = np.array([a.norm in glossed_norms for a in self.articles], dtype=bool)
+        self._dense = DensePassages(index.passage_vectors, self._passage_article, self.glossed)
         gloss_terms = [terms(g.text) for g in index.glosses]
         gloss_groups = [article_group[g.article] for g in index.glosses]
         passage_groups = [article_group[p.article] for p in index.passages]
@@ -268,8 +271,8 @@ class Searcher:
             return qvec
         return embedding.encode_one(query)
 
-    def signals(self, query: str) -> tuple[Signals, np.ndarray, np.ndarray, np.ndarray]:
-        """Fused article ranking plus the raw passage-level scores needed to pick excerpts."""
+    def signals(self, query: str, shown: int = MAX_RESULTS) -> tuple[Signals, np.ndarray, np.ndarray, np.ndarray]:
+        """Fused article ranking plus the raw passage-level scores needed to pick the first `shown` excerpts."""
         cfg = self.config
         q = query_terms(query, cfg.expansion_weight, everyday=self._any_unglossed)
         lex_p = self.passage_bm25.scores(q.weighted)
@@ -279,7 +282,7 @@ class Searcher:
             lex_a += self.article_bm25.scores(q.everyday) * self._everyday_articles
         with embedding.one_blas_thread():
             qvec = self.query_vector(query, q.expansion)
-            dense_p = self.index.passage_vectors @ qvec
+            dense_p = self._dense.scores(qvec)
             dense_a = self.index.article_vectors @ qvec
             dense_g = self.index.gloss_vectors @ qvec
 
@@ -291,6 +294,7 @@ class Searcher:
             self._glosses_of.maximum_into(lex_p_art, cfg.gloss_lex_scale * lex_p[n_p:])
             self._glosses_of.maximum_into(dense_p_art, dense_g - cfg.gloss_dense_offset)
             lex_p = lex_p[:n_p]
+        self._dense.probe(dense_p, dense_a, lex_p, cfg.closest_probe, qvec)
         self._passages_of.maximum_into(lex_p_art, lex_p)
         self._passages_of.maximum_into(dense_p_art, dense_p)
 
@@ -313,6 +317,7 @@ class Searcher:
                 fused[at] += self.weights(name, at) / (cfg.rrf_k + np.arange(1, at.size + 1))
         positive = np.flatnonzero(fused > 0)
         ranked = [int(i) for i in positive[np.argsort(-fused[positive], kind="stable")]]
+        self._dense.fill(dense_p, ranked[:shown], qvec)
         sig = Signals(
             dense_max=float(dense_p.max()) if dense_p.size else -1.0,
             lex_max=float(lex_a.max()),
@@ -335,7 +340,7 @@ class Searcher:
         )
 
     def search(self, query: str, limit: int = MAX_RESULTS) -> list[Hit]:
-        sig, fused, lex_p, dense_p = self.signals(query)
+        sig, fused, lex_p, dense_p = self.signals(query, shown=limit)
         if not sig.ranked or self.abstains(sig):
             return []
         hits: list[Hit] = []
