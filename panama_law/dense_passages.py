@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .embedding import one_blas_thread
+
 UNSCORED = -np.inf
 """The score of a passage whose cosine was not computed: below every cosine, so maxima and rankings skip it."""
 
@@ -82,4 +84,5 @@ class DensePassages:
         ids = np.flatnonzero(wanted[self._passage_article])
         ids = ids[scores[ids] == UNSCORED]
         if ids.size:
-            scores[ids] = self._vectors[ids] @ qvec
+            with one_blas_thread():  # a few hundred rows: enough for OpenBLAS to wake, and busy-wait, a second thread
+                scores[ids] = self._vectors[ids] @ qvec

@@ -285,6 +285,7 @@ class Searcher:
             dense_p = self._dense.scores(qvec)
             dense_a = self.index.article_vectors @ qvec
             dense_g = self.index.gloss_vectors @ qvec
+            self._dense.probe(dense_p, dense_a, lex_p, cfg.closest_probe, qvec)
 
         n = len(self.articles)
         n_p = len(self._passage_article)
@@ -294,7 +295,6 @@ class Searcher:
             self._glosses_of.maximum_into(lex_p_art, cfg.gloss_lex_scale * lex_p[n_p:])
             self._glosses_of.maximum_into(dense_p_art, dense_g - cfg.gloss_dense_offset)
             lex_p = lex_p[:n_p]
-        self._dense.probe(dense_p, dense_a, lex_p, cfg.closest_probe, qvec)
         self._passages_of.maximum_into(lex_p_art, lex_p)
         self._passages_of.maximum_into(dense_p_art, dense_p)
 
