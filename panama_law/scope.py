@@ -151,6 +151,13 @@ documents to be presented)."""
 _TIME_UNITS = frozenset(stem(w) for w in ("años", "meses", "semanas", "días", "horas", "minutos"))
 _YEAR = frozenset({stem("años")})
 _PEOPLE = frozenset(stem(w) for w in ("gente", "personas", "ciudadanos", "firmas", "votos", "electores"))
+# Counts of people of a kind: "un adulto por cada diez menores" answers "¿cuántas personas tiene que haber?", and
+# "más de cuatro huéspedes" answers "¿cuánta gente puedo tener?".
+_PERSONS = _PEOPLE | frozenset(
+    stem(w)
+    for w in """adultos menores niños niñas alumnos estudiantes trabajadores empleados miembros socios propietarios
+    dueños inquilinos huéspedes pasajeros usuarios clientes vecinos padres hijos cuidadores""".split()
+)
 
 _NUMBER_WORDS = (
     "dos tres cuatro cinco seis siete ocho nueve diez once doce trece catorce quince dieciseis diecisiete dieciocho "
@@ -163,11 +170,16 @@ _NUMBER = r"(?:\d+(?:[.,]\d+)?|" + "|".join(_NUMBER_WORDS) + r")"
 # item number ("1. Los ...") is followed by punctuation, not by a unit, so it does not count.
 _STATED = re.compile(
     rf"\b{_NUMBER}(?:\s+y\s+(?:{_NUMBER}|un|una|uno))*(?:\s*\(\d+\))?\s+(?:(?P<percent>por\s+ciento|%)|(?P<unit>[a-zñ]+))"
+    r"(?:\s+(?:o|u|y|e|ni)\s+(?P<also>[a-zñ]+))?"  # "tres perros o gatos": a number of gatos too
 )
 _CLOCK_TIME = re.compile(rf"\ba\s+las\s+{_NUMBER}\b|\b{_NUMBER}\s+de\s+la\s+(?:manana|tarde|noche)\b")
 _MONEY_UNITS = frozenset(stem(w) for w in ("balboas", "dólares", "centésimos"))
-# An article that asks for documents to be handed in: a document word and a presenting word in one article.
-_DOCUMENT = re.compile(r"\b(?:documentos?|papeles|certificados?|constancias?)\b")
+# An article that asks for documents to be handed in: a document word and a presenting word in one article. Not
+# "cédula": the Constitution names it as what a voter shows, beside "presentar", in articles that list no papers.
+_DOCUMENT = re.compile(
+    r"\b(?:documentos?|papeles|certificados?|certificacion(?:es)?|constancias?|copias?|comprobantes?"
+    r"|pasaportes?|carnets?)\b"
+)
 _PRESENTING = re.compile(r"\b(?:present(?:ar|e|en|ara|aran)|aport(?:ar|e|en)|acompan\w*|adjunt\w*|requisitos?)\b")
 
 _MONEY_VERBS = frozenset(
@@ -197,15 +209,18 @@ _PAPER_VERBS = frozenset(
 
 def stated_units(text: str) -> frozenset[str]:
     """The units that `text` states a quantity of (stems, or `MONEY`, `PERCENT`, `CLOCK`): "treinta días"."""
-    folded = fold(text).replace("ñ", "n")
+    # "carné" (an identity or vaccination card) folds to "carne", meat: it is read as a document before folding.
+    folded = fold(re.sub(r"\b([Cc])arnés?\b", r"\1arnet", text)).replace("ñ", "n")
     out: set[str] = set()
     for match in _STATED.finditer(folded):
         unit = match.group("unit")
         if unit is None:
             out.add(PERCENT)
-        else:
-            st = stem(unit)
-            out.add(MONEY if st in _MONEY_UNITS else st)
+            continue
+        for word in (unit, match.group("also")):
+            if word:
+                st = stem(word)
+                out.add(MONEY if st in _MONEY_UNITS else st)
     if _CLOCK_TIME.search(folded):
         out.add(CLOCK)
     if _DOCUMENT.search(folded) and _PRESENTING.search(folded):
@@ -239,11 +254,11 @@ def _how_much(token: str, following: Sequence[str], units: set[str], about: set[
         units |= _TIME_UNITS
     if token in ("cuantos", "cuantas") and after and after[0] not in ("veces", "tiempo"):
         unit = stem(after[0])
-        units |= _PEOPLE | {PERCENT} if unit in _PEOPLE else {unit}
+        units |= _PERSONS | {PERCENT} if unit in _PERSONS else {unit}
         if len(after) >= 3 and after[1] == "de" and after[2] not in _SKIP:
             about.add(stem(after[2]))
     if token in ("cuanta", "cuantas") and after and after[0] in ("gente", "personas"):
-        units |= _PEOPLE | {PERCENT}
+        units |= _PERSONS | {PERCENT}
     share = _share_named(following) if token == "cuanto" else None
     if share is not None:
         about.add(share)

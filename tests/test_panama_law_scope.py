@@ -164,6 +164,54 @@ def test_the_papers_of_an_errand_are_answered_only_by_an_article_that_lists_docu
     assert quantities.unstated(both, [0])  # the days are stated there, the papers are not
 
 
+def test_a_number_of_two_things_joined_by_o_or_y_states_a_number_of_each() -> None:
+    """ "Tres perros o gatos" states how many cats as well as how many dogs; before, only the noun right after the
+    number counted, and "¿cuántos gatos…?" went unanswered by the very article that sets the limit."""
+    quantities = ArticleQuantities(
+        [
+            "En un apartamento no podrán tenerse más de tres perros o gatos en total.",
+            "Cada vivienda podrá tener hasta tres perros.",
+        ]
+    )
+    cats = asked_quantity("cuántos gatos se pueden tener en un apartamento")
+    assert not quantities.unstated(cats, [0]) and quantities.unstated(cats, [1])
+
+
+def test_a_count_of_people_of_any_kind_answers_how_many_people() -> None:
+    """ "Un adulto por cada diez menores" answers "¿cuántas personas tiene que haber cuidando?", and a number of
+    owners or guests answers "¿cuántos dueños…?" or "¿cuánta gente…?"; a number of days answers none of them."""
+    quantities = ArticleQuantities(
+        [
+            "Los centros mantendrán un adulto responsable por cada diez menores de seis a doce años.",
+            "Ninguna casa podrá alojar más de seis huéspedes en total.",
+            "La inscripción se resolverá dentro de diez días hábiles.",
+        ]
+    )
+    for question in (
+        "cuántas personas tiene que haber cuidando a los niños",
+        "cuánta gente puedo tener viviendo en mi casa",
+        "cuántos dueños tienen que estar de acuerdo",
+    ):
+        asked = asked_quantity(question)
+        assert not quantities.unstated(asked, [0]) or not quantities.unstated(asked, [1]), question
+        assert quantities.unstated(asked, [2]), question
+
+
+def test_cards_copies_and_receipts_are_papers_to_present_but_meat_is_not() -> None:
+    """A carné, a copy, a receipt or a passport to be shown is a paper an errand needs. "Carné" folds to "carne", so it
+    is read before folding: meat among a stall's requirements is no document."""
+    quantities = ArticleQuantities(
+        [
+            "Requisitos de ingreso. El hotel exigirá el carné de vacunación vigente del animal.",
+            "La solicitud se acompañará de copia del comprobante de pago.",
+            "Son requisitos del puesto: conservar la carne de res en frío y lavarse las manos.",
+        ]
+    )
+    papers = asked_quantity("qué papeles me piden para dejar al perro en el hotel")
+    assert not quantities.unstated(papers, [0]) and not quantities.unstated(papers, [1])
+    assert quantities.unstated(papers, [2])
+
+
 def test_the_search_abstains_on_foreign_law_and_statutory_detail_but_answers_foreigners_in_panama(
     searcher: Searcher,
 ) -> None:
