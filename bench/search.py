@@ -10,12 +10,18 @@ CPU the client and the server spend per call, the in-process search time split i
 rest, and the machine's load average to bench/results/search.json (the machine may be shared: read latency with
 the load). It also times fixed reference work before and after (`bench/hostspeed.py`): the same code has run
 twice as slow on this machine on another day, and only the reference tells a slower host from slower code.
+
+`--against CHECKOUT` compares two versions of the code where the host's swings cannot: a second server runs from
+another checkout of this repository (say `git worktree add ../base main`) on the same index, beside this one, and
+one client alternates blocks of `SIDE_BLOCK` calls between the two. Run one after the other on one afternoon, the
+same code measured 12.9 to 16.9 ms p50 at 10x; side by side, a 0.4 ms difference showed the same sign twice.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import random
@@ -46,6 +52,7 @@ from tests import constitution  # noqa: E402
 from tests.ports import free_port  # noqa: E402
 
 DEFAULT_EVAL = ROOT / "../shared/eval/retrieval_visible.jsonl"
+SIDE_BLOCK = 20
 RESULTS = ROOT / "bench" / "results" / "search.json"
 
 
@@ -165,12 +172,72 @@ async def _run_queries(url: str, questions: list[str], n: int, server_pid: int) 
     return timings, cpu
 
 
+def _start_server(checkout: Path, data_dir: str) -> tuple[subprocess.Popen[bytes], str]:
+    """`python -m panama_law serve` from `checkout` on a free port, once healthy: the process and its MCP URL."""
+    port = free_port()
+    env = {**os.environ, "PANAMA_LAW_LOG_LEVEL": "warning"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "panama_law", "serve", "--port", str(port), "--data-dir", data_dir],
+        cwd=checkout,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    started = time.perf_counter()
+    while True:
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
+                return proc, f"http://127.0.0.1:{port}/mcp"
+        except httpx.HTTPError:
+            pass
+        if proc.poll() is not None or time.perf_counter() - started > 600:
+            proc.terminate()
+            raise RuntimeError(f"the server from {checkout} did not become healthy")
+        time.sleep(0.05)
+
+
+async def _side_by_side(urls: dict[str, str], questions: list[str], n: int) -> dict[str, dict[str, float]]:
+    """Latency percentiles of each server, one client alternating blocks of `SIDE_BLOCK` calls (which goes first
+    alternates too), so both see the same host."""
+    timings: dict[str, list[float]] = {name: [] for name in urls}
+    async with contextlib.AsyncExitStack() as stack:
+        sessions = {}
+        for name, url in urls.items():
+            http = await stack.enter_async_context(httpx2.AsyncClient(timeout=10))
+            read, write, *_ = await stack.enter_async_context(streamable_http_client(url, http_client=http))
+            sessions[name] = await stack.enter_async_context(ClientSession(read, write))
+            await sessions[name].initialize()
+            for q in questions[:5]:
+                await sessions[name].call_tool("search_panama_law", {"query": q})
+        names = list(urls)
+        for block in range(max(n // SIDE_BLOCK, 1)):
+            for name in names if block % 2 == 0 else names[::-1]:
+                for k in range(SIDE_BLOCK):
+                    question = questions[(block * SIDE_BLOCK + k) % len(questions)]
+                    started = time.perf_counter()
+                    result = await sessions[name].call_tool("search_panama_law", {"query": question})
+                    timings[name].append((time.perf_counter() - started) * 1000)
+                    if result.is_error:
+                        raise RuntimeError(f"tool call failed on the {name} server during benchmark")
+    return {
+        name: {
+            "p50_ms": round(statistics.median(t), 2),
+            "p90_ms": round(percentile(t, 90), 2),
+            "p99_ms": round(percentile(t, 99), 2),
+        }
+        for name, t in timings.items()
+    }
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--queries", type=int, default=600)
     parser.add_argument("--scale", type=int, default=10, help="corpus size as a multiple of the Constitution's")
     parser.add_argument("--eval-file", type=Path, default=DEFAULT_EVAL)
     parser.add_argument("--source", type=Path, default=None, help="default: beside the checkout, cached or downloaded")
+    parser.add_argument(
+        "--against", type=Path, default=None, help="another checkout: its server runs beside this one (docstring)"
+    )
     args = parser.parse_args()
     if args.source is None:
         found = constitution.lookup()
@@ -199,34 +266,27 @@ def main() -> int:
         index_mb = index.index_path(Path(data_dir)).stat().st_size / 1e6
         del loaded
 
-        port = free_port()
-        env = {**os.environ, "PANAMA_LAW_LOG_LEVEL": "warning"}
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "panama_law", "serve", "--port", str(port), "--data-dir", data_dir],
-            cwd=ROOT,
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
+        ready_started = time.perf_counter()
+        proc, url = _start_server(ROOT, data_dir)
         try:
-            ready_started = time.perf_counter()
-            while True:
-                try:
-                    if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
-                        break
-                except httpx.HTTPError:
-                    pass
-                if proc.poll() is not None or time.perf_counter() - ready_started > 600:
-                    raise RuntimeError("server did not become healthy")
-                time.sleep(0.05)
             ready_s = time.perf_counter() - ready_started
-            timings, cpu_per_call = asyncio.run(
-                _run_queries(f"http://127.0.0.1:{port}/mcp", questions, args.queries, proc.pid)
-            )
+            timings, cpu_per_call = asyncio.run(_run_queries(url, questions, args.queries, proc.pid))
             rss = _peak_rss_mb(proc.pid)
         finally:
             proc.terminate()
             proc.wait(timeout=15)
+        side: dict[str, Any] | None = None
+        if args.against is not None:
+            servers: dict[str, tuple[subprocess.Popen[bytes], str]] = {}
+            try:
+                servers["this"] = _start_server(ROOT, data_dir)
+                servers["against"] = _start_server(args.against.resolve(), data_dir)
+                urls = {name: url for name, (_, url) in servers.items()}
+                side = {"checkout": str(args.against), **asyncio.run(_side_by_side(urls, questions, args.queries))}
+            finally:
+                for server, _ in servers.values():
+                    server.terminate()
+                    server.wait(timeout=15)
         in_process = _in_process(Path(data_dir), alone, questions, args.queries)
 
     figures: dict[str, Any] = {
@@ -258,6 +318,8 @@ def main() -> int:
         "host_reference_at_start": reference_at_start,
         "host_reference_at_end": reference(),
     }
+    if side is not None:
+        figures["side_by_side"] = side
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(figures, indent=2) + "\n", encoding="utf-8")
     print(json.dumps(figures, indent=2))
