@@ -10,16 +10,20 @@ embedding and those holding its `probe` best passages by BM25, plus the articles
 
 That is exact whenever the probe holds the articles those places need. Norms without glosses of up to `probe`
 (`SearchConfig.closest_probe`) articles in all are probed whole, so the development laws' figures, each law beside
-the Constitution, are the same to the last digit. With all six of them in one index (289 articles without glosses),
-the Constitution's and the laws' 703 development questions got the same abstain decisions as with every passage
-scored; the closest passage differed for 3, the first three articles for 3, and one gold article left the first
-three (415 → 414); a probe of 30 changed the first three for 8, one of 100 for 1. With 2,952 articles of filler
-norms made of the Constitution's sentences reshuffled (`bench/search.py`), the closest passage lay outside the probe
-for 91 of the Constitution's 521 development questions (by at most 0.066 in cosine): there each article mixes
-unrelated sentences, so its embedding says little about its best passage (the Constitution's questions there found
-238 rather than 234 of 331 in the first three, abstentions unchanged: filler articles left unprobed no longer
-outrank it in the passage embedding ranking). In exchange the dense products of a query at that size fell from 2.3
-to 1.1 ms, and the search in process by 0.5-0.9 ms of about 7, alternating with the code that scored every passage.
+the Constitution, are the same to the last digit. With all six of them in one index (289 articles without glosses;
+the probe forced, they hold fewer passages than `probe_above`), the Constitution's and the laws' 703 development
+questions got the same abstain decisions as with every passage scored; the closest passage differed for 3, the first
+three articles for 3, and one gold article left the first three (415 → 414); a probe of 30 changed the first three
+for 8, one of 100 for 1. With 2,952 articles of filler norms made of the Constitution's sentences reshuffled
+(`bench/search.py`), the closest passage lay outside the probe for 91 of the Constitution's 521 development
+questions (by at most 0.066 in cosine): there each article mixes unrelated sentences, so its embedding says little
+about its best passage (the Constitution's questions there found 238 rather than 234 of 331 in the first three,
+abstentions unchanged: filler articles left unprobed no longer outrank it in the passage embedding ranking). In
+exchange the dense products of a query at that size fell from 2.3 to 1.1 ms, and the search in process by 0.5-0.9 ms
+of about 7, alternating with the code that scored every passage; two servers side by side (`bench/search.py
+--against`), p50 15.0 → 14.0 ms. At twice the Constitution's size (706 such passages) the probe saved nothing (11.7
+→ 11.8 ms), so below `SearchConfig.probe_above` (2,000, about where the two costs meet) every passage is scored, as
+before, and results are exact.
 """
 
 from __future__ import annotations
@@ -36,10 +40,15 @@ class DensePassages:
     """Cosines between a query and the passages of the articles `always`, and of any others asked for.
 
     `vectors` are the passages' unit embeddings and `passage_article` each passage's article position; the
-    passages are stored article by article."""
+    passages are stored article by article. With no more than `probe_above` passages outside `always`, all are
+    scored."""
 
-    def __init__(self, vectors: np.ndarray, passage_article: np.ndarray, always: np.ndarray) -> None:
+    def __init__(
+        self, vectors: np.ndarray, passage_article: np.ndarray, always: np.ndarray, probe_above: int = 0
+    ) -> None:
         scored = always[passage_article]
+        if int((~scored).sum()) <= probe_above:  # too few to be worth probing: score them all, exactly
+            scored = np.ones_like(scored)
         self._vectors = vectors
         self._passage_article = passage_article
         self._articles = len(always)

@@ -97,7 +97,8 @@ class SearchConfig:
     heading_weight: int = 2
     dense_mix: float = 0.0
     depth: int = 30
-    closest_probe: int = 60  # `dense_passages`: which passages of norms without glosses a query scores
+    closest_probe: int = 60  # `dense_passages`: which passages of norms without glosses a query scores,
+    probe_above: int = 2000  # once they are more than this many (fewer are all scored)
     # Abstain when `Signals.evidence` (a logistic-regression logit) is below `abstain_below`:
     #   evidence = abstain_bias + abstain_w_dense * dense_max + abstain_w_lex * log1p(lex_max)
     # Reproduce with `python -m panama_law.fit abstain` on the development pool: the visible set,
@@ -212,7 +213,7 @@ class Searcher:
         glossed_norms = {self.articles[g.article].norm for g in index.glosses}
         # Per article: does its norm have glosses? It decides which fusion weights the article gets (`weight`).
         self.glossed = np.array([a.norm in glossed_norms for a in self.articles], dtype=bool)
-        self._dense = DensePassages(index.passage_vectors, self._passage_article, self.glossed)
+        self._dense = DensePassages(index.passage_vectors, self._passage_article, self.glossed, self.config.probe_above)
         gloss_terms = [terms(g.text) for g in index.glosses]
         gloss_groups = [article_group[g.article] for g in index.glosses]
         passage_groups = [article_group[p.article] for p in index.passages]

@@ -60,8 +60,9 @@ def test_a_norm_without_glosses_gets_the_excerpts_and_ranks_of_scoring_every_pas
 ) -> None:
     """Beside the Constitution, a norm without glosses made of the Constitution's longest articles. With no probe its
     passages are never scored, yet every shown article's excerpt is the one scoring all of them picks (its passages
-    are scored when it is shown). With a probe as large as the norm, the fused ranking, each
-    ranking and the closest-passage signal are those of the full product."""
+    are scored when it is shown). With a probe as large as the norm, the fused ranking, each ranking and the
+    closest-passage signal are those of the full product. With the default `probe_above`, a norm this small has every
+    passage scored."""
     data = tmp_path / "data"
     data.mkdir()
     shutil.copy(index.index_path(built_dir), index.index_path(data))
@@ -72,8 +73,9 @@ def test_a_norm_without_glosses_gets_the_excerpts_and_ranks_of_scoring_every_pas
 
     every = Searcher(loaded)
     every._dense = DensePassages(loaded.passage_vectors, every._passage_article, np.ones(len(loaded.articles), bool))
-    small = Searcher(loaded, replace(SearchConfig(), closest_probe=0))
-    whole = Searcher(loaded, replace(SearchConfig(), closest_probe=len(loaded.articles)))
+    small = Searcher(loaded, replace(SearchConfig(), closest_probe=0, probe_above=0))
+    whole = Searcher(loaded, replace(SearchConfig(), closest_probe=len(loaded.articles), probe_above=0))
+    default = Searcher(loaded)  # a norm this small is below `probe_above`: every passage is scored
     unglossed = ~small.glossed[small._passage_article]
     assert unglossed.sum() > 2 * 12  # the norm's articles hold several passages each
 
@@ -94,6 +96,7 @@ def test_a_norm_without_glosses_gets_the_excerpts_and_ranks_of_scoring_every_pas
                 assert hit.excerpt == reference[hit.article.key], question
         shown_unglossed += sum(not small.glossed[small.position(h.article.key)] for h in hits)
 
+        assert not (default.signals(question)[3] == UNSCORED).any(), question
         full_sig = every.signals(question)[0]
         whole_sig = whole.signals(question)[0]
         assert whole_sig.ranked == full_sig.ranked, question
