@@ -81,9 +81,9 @@ class DensePassages:
     ) -> None:
         """Compute, into `scores`, the cosines of the passages of the not-always-scored articles among the `count`
         closest by `article_dense` and of those holding the `count` best such passages by `passage_lex`."""
-        pool, rows = self._pool, self._pool_rows
-        if not pool.size or count < 1:
+        if self.complete or count < 1:
             return
+        pool, rows = self._pool, self._pool_rows
         wanted = np.zeros(self._articles, dtype=bool)
         wanted[pool[np.argpartition(-article_dense[pool], count - 1)[:count]] if pool.size > count else pool] = True
         lexical = rows[passage_lex[rows] > 0]
