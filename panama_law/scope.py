@@ -170,7 +170,8 @@ _NUMBER = r"(?:\d+(?:[.,]\d+)?|" + "|".join(_NUMBER_WORDS) + r")"
 # item number ("1. Los ...") is followed by punctuation, not by a unit, so it does not count.
 _STATED = re.compile(
     rf"\b{_NUMBER}(?:\s+y\s+(?:{_NUMBER}|un|una|uno))*(?:\s*\(\d+\))?\s+(?:(?P<percent>por\s+ciento|%)|(?P<unit>[a-zñ]+))"
-    r"(?:\s+(?:o|u|y|e|ni)\s+(?P<also>[a-zñ]+))?"  # "tres perros o gatos": a number of gatos too
+    # "tres perros o gatos": a number of gatos too. Never a number: "dos días y tres meses" states months as well.
+    rf"(?:\s+(?:o|u|y|e|ni)\s+(?!(?:{_NUMBER}|un|una|uno)\b)(?P<also>[a-zñ]+))?"
 )
 _CLOCK_TIME = re.compile(rf"\ba\s+las\s+{_NUMBER}\b|\b{_NUMBER}\s+de\s+la\s+(?:manana|tarde|noche)\b")
 _MONEY_UNITS = frozenset(stem(w) for w in ("balboas", "dólares", "centésimos"))

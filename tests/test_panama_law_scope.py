@@ -6,7 +6,15 @@ from __future__ import annotations
 
 import pytest
 
-from panama_law.scope import CLOCK, MONEY, PERCENT, ArticleQuantities, asked_quantity, foreign_jurisdiction
+from panama_law.scope import (
+    CLOCK,
+    MONEY,
+    PERCENT,
+    ArticleQuantities,
+    asked_quantity,
+    foreign_jurisdiction,
+    stated_units,
+)
 from panama_law.search import Searcher
 from panama_law.text import stem
 
@@ -175,6 +183,9 @@ def test_a_number_of_two_things_joined_by_o_or_y_states_a_number_of_each() -> No
     )
     cats = asked_quantity("cuántos gatos se pueden tener en un apartamento")
     assert not quantities.unstated(cats, [0]) and quantities.unstated(cats, [1])
+    # The second thing is never a number: a following quantity stays a quantity of its own.
+    assert stated_units("El plazo es de dos días y tres meses.") == {stem("días"), stem("meses")}
+    assert stated_units("Pagará treinta balboas y cinco por ciento de recargo.") == {MONEY, PERCENT}
 
 
 def test_a_count_of_people_of_any_kind_answers_how_many_people() -> None:
