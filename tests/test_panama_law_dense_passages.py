@@ -75,7 +75,8 @@ def test_a_norm_without_glosses_gets_the_excerpts_and_ranks_of_scoring_every_pas
     every._dense = DensePassages(loaded.passage_vectors, every._passage_article, np.ones(len(loaded.articles), bool))
     small = Searcher(loaded, replace(SearchConfig(), closest_probe=0, probe_above=0))
     whole = Searcher(loaded, replace(SearchConfig(), closest_probe=len(loaded.articles), probe_above=0))
-    default = Searcher(loaded)  # a norm this small is below `probe_above`: every passage is scored
+    # Even with no probe: a norm this small is below the default `probe_above`, so every passage is scored.
+    default = Searcher(loaded, replace(SearchConfig(), closest_probe=0))
     unglossed = ~small.glossed[small._passage_article]
     assert unglossed.sum() > 2 * 12  # the norm's articles hold several passages each
 
