@@ -8,10 +8,6 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 WEB_STAMP := web/node_modules/.installed
 INTEROP_STAMP := tests/interop/node_modules/.installed
-# A local copy of the Constitution JSON to import instead of downloading (optional).
-PANAMA_LAW_SOURCE ?=
-export PANAMA_LAW_SOURCE
-
 .PHONY: help venv web web-deps interop-deps livekit-server browser postgres redis run test test-fast test-multinode test-web evals lint format bench clean
 
 help:
