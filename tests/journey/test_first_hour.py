@@ -1,4 +1,4 @@
-"""A new user's first hour, walked as they walk it: `make run`, the page, a law of their own added while it runs, Ctrl-C.
+"""A new user's first hour, walked as they walk it: `make run`, the page, a law of their own added meanwhile, Ctrl-C.
 
 What the user does, and what must hold at each step:
 1. `make run` with no OpenAI key (rehearsal mode), the Constitution from a local file, and no index yet: it builds
@@ -86,7 +86,8 @@ class Output:
             except queue.Empty:
                 break
             if line is None:
-                raise AssertionError(f"the process ended (code {self.proc.wait()}) before printing /{pattern}/:\n{self}")
+                code = self.proc.wait()
+                raise AssertionError(f"the process ended (code {code}) before printing /{pattern}/:\n{self}")
             if match := re.search(pattern, line):
                 return match
         raise AssertionError(f"no line matching /{pattern}/ within {timeout:.0f} s:\n{self}")
@@ -223,7 +224,8 @@ def test_first_hour_of_a_new_user(make_run: Run) -> None:
     assert not law_index.index_path(run.data_dir).exists(), "the journey starts with no index"
 
     ready = run.output.wait_for(r"Lexvoz is ready: open (\S+) ", READY_TIMEOUT_S)
-    assert law_index.index_path(run.data_dir).is_file(), f"the first run built no index in the data folder:\n{run.output}"
+    built = law_index.index_path(run.data_dir).is_file()
+    assert built, f"the first run built no index in the data folder:\n{run.output}"
 
     browser = _browser(run, ready.group(1))
     page = Output(browser)
