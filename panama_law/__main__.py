@@ -20,6 +20,10 @@ from .index import IndexLoadError
 from .settings import ServerSettings
 from .sources import ImportOptions
 
+DEFAULT_WAIT_S = 5.0
+"""How long `import` and `remove` wait for running search servers to serve the change: a law of a few hundred
+articles beside the Constitution reloads in about a second."""
+
 
 def _settings(args: argparse.Namespace) -> ServerSettings:
     overrides: dict[str, Any] = {}
@@ -33,7 +37,7 @@ def _settings(args: argparse.Namespace) -> ServerSettings:
 def _cmd_serve(settings: ServerSettings) -> int:
     import uvicorn
 
-    from .build import load_searcher
+    from .build import load_searcher, open_searcher
     from .fingerprint import load_or_create_key
     from .server import ServerState, SessionLimits, build_app
 
@@ -49,6 +53,8 @@ def _cmd_serve(settings: ServerSettings) -> int:
             idle_s=settings.session_idle_timeout_s,
         ),
         fingerprint_key=load_or_create_key(settings.digest_key_file),
+        data_dir=settings.data_dir,
+        reloader=lambda: open_searcher(settings.data_dir),
     )
     # uvicorn traps SIGTERM/SIGINT: stops accepting, lets in-flight requests finish, runs the lifespan exit.
     # Its "auto" loop and HTTP parser are uvloop and httptools, installed with this package for that: they cut the
@@ -76,6 +82,36 @@ def _cmd_download(settings: ServerSettings) -> int:
     return 0
 
 
+def _report_uptake(data_dir: Path, wait_s: float) -> None:
+    """One line on whether the running search servers on this data dir serve the index just written.
+
+    Each server records the generation it serves in the data dir (`index.record_served`), so this works with any
+    number of data dirs and servers on one machine, asks no port, and returns at once when no server runs there."""
+    from .index import IndexLoadError, current_generation, wait_until_served
+
+    try:
+        generation = current_generation(data_dir)
+    except IndexLoadError:
+        generation = None
+    if generation is None:
+        return
+    uptake = wait_until_served(data_dir, generation, max(0.0, wait_s))
+    if uptake.after_s is not None:
+        who = (
+            "the running search server now serves"
+            if uptake.running == 1
+            else f"the {uptake.running} running search servers now serve"
+        )
+        print(f"{who} it (after {uptake.after_s:.1f} s)")
+    elif uptake.running:
+        print(
+            f"{uptake.running - uptake.serving} of {uptake.running} running search servers have not taken it yet "
+            f"(waited {wait_s:g} s); each picks it up on its own once its load finishes"
+        )
+    else:
+        print("no running search server has taken it yet; a server picks it up on its own, or when it starts")
+
+
 def _cmd_import(settings: ServerSettings, args: argparse.Namespace) -> int:
     from .build import import_folder, import_norms
 
@@ -90,6 +126,8 @@ def _cmd_import(settings: ServerSettings, args: argparse.Namespace) -> int:
         for o in outcomes:
             state = f"refused: {o.error}" if o.error else "unchanged" if o.unchanged else "imported"
             print(f"{o.file}: {state}" + (f" ({', '.join(o.norms)})" if o.norms else ""))
+        if any(not o.error and not o.unchanged for o in outcomes):
+            _report_uptake(settings.data_dir, args.wait)
         return 1 if any(o.error for o in outcomes) else 0
     options = ImportOptions(
         norm=args.norm,
@@ -102,6 +140,7 @@ def _cmd_import(settings: ServerSettings, args: argparse.Namespace) -> int:
     for info in import_norms(path, settings.data_dir, options):
         print(f"imported {info.name}: {info.article_count} articles")
     print(f"index at {settings.data_dir}")
+    _report_uptake(settings.data_dir, args.wait)
     return 0
 
 
@@ -139,11 +178,12 @@ def _cmd_glosses(settings: ServerSettings, name: str) -> int:
     return 0
 
 
-def _cmd_remove(settings: ServerSettings, name: str) -> int:
+def _cmd_remove(settings: ServerSettings, name: str, wait_s: float) -> int:
     from .store import remove_norm
 
     remove_norm(settings.data_dir, name)
     print(f"removed {name}")
+    _report_uptake(settings.data_dir, wait_s)
     return 0
 
 
@@ -174,6 +214,15 @@ def parser() -> argparse.ArgumentParser:
 
     def data_dir_flag(p: argparse.ArgumentParser) -> None:
         p.add_argument("--data-dir", dest="data_dir", type=Path, help="index directory (env PANAMA_LAW_DATA_DIR)")
+
+    def wait_flag(p: argparse.ArgumentParser) -> None:
+        p.add_argument(
+            "--wait",
+            type=float,
+            default=DEFAULT_WAIT_S,
+            metavar="SECONDS",
+            help=f"how long to wait for running search servers to take the change (default {DEFAULT_WAIT_S:g})",
+        )
 
     serve = sub.add_parser("serve", help="serve search_panama_law over MCP streamable HTTP")
     serve.add_argument("--host", help="bind address (env PANAMA_LAW_HOST, default 127.0.0.1)")
@@ -206,6 +255,7 @@ def parser() -> argparse.ArgumentParser:
         "--no-checksum", action="store_true", help="accept a Constitution JSON that differs from the pinned sha256"
     )
     data_dir_flag(imp)
+    wait_flag(imp)
 
     norms = sub.add_parser("norms", help="list the indexed norms with their article counts and metadata")
     data_dir_flag(norms)
@@ -220,6 +270,7 @@ def parser() -> argparse.ArgumentParser:
     rm = sub.add_parser("remove", help="remove one norm from the index, by its exact name")
     rm.add_argument("name")
     data_dir_flag(rm)
+    wait_flag(rm)
 
     se = sub.add_parser("search", help="print the sources the tool would return for a question")
     se.add_argument("question")
@@ -238,6 +289,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("mcp").setLevel(logging.WARNING)  # the SDK logs one INFO line per request otherwise
+    logging.getLogger("watchfiles").setLevel(logging.WARNING)  # one INFO line per file event otherwise
     try:
         settings = _settings(args)
         if args.command == "serve":
@@ -251,7 +303,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "glosses":
             return _cmd_glosses(settings, args.name)
         if args.command == "remove":
-            return _cmd_remove(settings, args.name)
+            return _cmd_remove(settings, args.name, args.wait)
         if args.command == "search":
             return _cmd_search(settings, args.question, args.json)
         return _cmd_eval(settings, args.file, args.details)

@@ -119,7 +119,16 @@ def load_searcher(settings: ServerSettings) -> Searcher:
     from . import embedding
 
     ensure_index(settings)
-    searcher = Searcher(index.load(settings.data_dir))
+    searcher = open_searcher(settings.data_dir)
     embedding.warm_up()
     searcher.search("derechos fundamentales")
     return searcher
+
+
+def open_searcher(data_dir: Path) -> Searcher:
+    """The index as it is now, read whole and ready to answer: what a running server swaps in when the file changes.
+
+    Nothing is written (the first-run build, the norms folder and the glosses refresh are the start's business), and
+    no warm-up search runs: the encoder is warm already, and a search here would share its BLAS thread limit with
+    the searches the server is answering meanwhile."""
+    return Searcher(index.load(data_dir))

@@ -4,16 +4,26 @@ Format 2 keeps norms apart (a `norms` table; articles, passages and vectors belo
 added, replaced or removed without re-embedding the others (`panama_law.store` writes it). Format 1 held only the
 Constitution; it is still read as is (as the one norm it holds) and converted on the next write, so upgrading the
 server never forces a rebuild before it can serve.
+
+Every write gives the index a new generation (`meta.generation`, "SEQ-RANDOM"): a running server reloads a changed
+file on its own and says which generation it serves, on `/healthz` and in a small record per server in the data dir
+(`.served/`), which is how `import` and `remove` learn when a running server has taken their change.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import logging
+import os
+import socket
 import sqlite3
+import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
@@ -24,6 +34,8 @@ from .norms import Article, NormInfo
 log = logging.getLogger(__name__)
 
 INDEX_FILE = "panama_law.sqlite3"
+SERVED_DIR = ".served"
+"""Beside the index: one JSON record per running server, naming the generation it serves."""
 SCHEMA_VERSION = 2
 LEGACY_SCHEMA_VERSION = 1
 
@@ -49,6 +61,15 @@ CREATE TABLE IF NOT EXISTS glosses (id INTEGER PRIMARY KEY,
 
 class IndexLoadError(RuntimeError):
     """The index file is missing, from an unknown schema version, or unreadable."""
+
+
+class FileIdentity(NamedTuple):
+    """Which file sits at the index path: a write swaps in a new file (`os.replace`), so any write changes this."""
+
+    device: int
+    inode: int
+    size: int
+    mtime_ns: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +99,10 @@ class LoadedIndex:
     built_at: float
     glosses: list[Gloss] = field(default_factory=list)
     gloss_vectors: np.ndarray = field(default_factory=lambda: np.zeros((0, embedding.DIM), np.float32))
+    # Which write produced this content ("SEQ-RANDOM"; "0-BUILT_AT" for an index written before generations).
+    generation: str = ""
+    # The file it was read from, as it was just before reading (None when not read from a file by `load`).
+    identity: FileIdentity | None = None
 
     @property
     def source_sha256(self) -> str | None:
@@ -90,6 +115,40 @@ class LoadedIndex:
 
 def index_path(data_dir: Path) -> Path:
     return data_dir / INDEX_FILE
+
+
+def file_identity(data_dir: Path) -> FileIdentity | None:
+    """The identity of the index file now, None when there is none: a cheap stat, so a server can poll it."""
+    try:
+        st = os.stat(index_path(data_dir))
+    except OSError:
+        return None
+    return FileIdentity(st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+def generation_of(meta: dict[str, str]) -> str:
+    """The generation recorded in an index's meta table; an index written before generations gets a stable stand-in
+    from its build time, sequence 0, which every later write outranks."""
+    return meta.get("generation") or f"0-{meta.get('built_at', '0')}"
+
+
+def generation_seq(generation: str) -> int:
+    """The write count a generation starts with (0 when it has none): a later write of the same index has a higher
+    one, so a server serving a later generation serves an earlier change too."""
+    head = generation.split("-", 1)[0]
+    return int(head) if head.isdigit() else 0
+
+
+def current_generation(data_dir: Path) -> str | None:
+    """The generation of the index file now (None when there is none), read without loading anything else."""
+    path = index_path(data_dir)
+    if not path.is_file():
+        return None
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as db:
+            return generation_of(dict(db.execute("SELECT key, value FROM meta").fetchall()))
+    except sqlite3.Error as exc:
+        raise IndexLoadError(f"index at {path} is unreadable: {exc}") from exc
 
 
 def article_embedding_text(article: Article) -> str:
@@ -252,21 +311,24 @@ def read(db: sqlite3.Connection, path: Path) -> LoadedIndex:
     version = schema_version(db)
     meta = dict(db.execute("SELECT key, value FROM meta").fetchall())
     if version == str(SCHEMA_VERSION):
-        return _load_v2(db, meta)
+        return dataclasses.replace(_load_v2(db, meta), generation=generation_of(meta))
     if version == str(LEGACY_SCHEMA_VERSION):
         log.info("index at %s is format 1 (the Constitution only): read as is, converted on the next import", path)
-        return load_v1(db, meta)
+        return dataclasses.replace(load_v1(db, meta), generation=generation_of(meta))
     raise IndexLoadError(f"index at {path} has schema {version!r}; rebuild it (`python -m panama_law import PATH`)")
 
 
 def load(data_dir: Path) -> LoadedIndex:
     """Read the whole index into memory, failing clearly if it is absent, unknown or unreadable."""
     path = index_path(data_dir)
-    if not path.is_file():
+    # Stat first: should a write swap in a newer file before the read opens it, the identity is the older one, so a
+    # server comparing identities loads once more rather than missing the change.
+    identity = file_identity(data_dir)
+    if identity is None:
         raise IndexLoadError(f"no index at {path}; run `python -m panama_law download` or `import PATH` first")
     try:
         with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as db:
-            return read(db, path)
+            return dataclasses.replace(read(db, path), identity=identity)
     except (sqlite3.Error, KeyError, ValueError) as exc:
         raise IndexLoadError(f"index at {path} is unreadable: {exc}") from exc
 
@@ -297,3 +359,105 @@ def list_norms(data_dir: Path) -> list[NormInfo]:
         NormInfo(name, kind, date, gaceta, url, sha, article_count=count)
         for name, kind, date, gaceta, url, sha, count in rows
     ]
+
+
+# --- which generation running servers serve -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ServedRecord:
+    """What one running server serves from this data dir: written by the server after each load, removed when it
+    stops. `host` and `pid` let a reader on the same host skip the record of a server that died without removing it
+    (a server on another host, such as a container sharing the directory, is taken at its word)."""
+
+    generation: str
+    host: str
+    pid: int
+    since: float
+
+    def is_live(self) -> bool:
+        if self.host != socket.gethostname():
+            return True
+        try:
+            os.kill(self.pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:  # another user's process: it exists
+            return True
+        return True
+
+
+def _served_dir(data_dir: Path) -> Path:
+    return data_dir / SERVED_DIR
+
+
+def record_served(data_dir: Path, instance: str, generation: str) -> None:
+    """Say (atomically: write a copy, swap it in) that server `instance` now serves `generation` of this index."""
+    folder = _served_dir(data_dir)
+    folder.mkdir(exist_ok=True)
+    body = {"generation": generation, "host": socket.gethostname(), "pid": os.getpid(), "since": time.time()}
+    fd, tmp = tempfile.mkstemp(prefix=".record-", suffix=".tmp", dir=folder)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            json.dump(body, out)
+        os.chmod(tmp, 0o644)  # not a secret, and `import` may run as another user than the server
+        os.replace(tmp, folder / f"{instance}.json")
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def forget_served(data_dir: Path, instance: str) -> None:
+    """Remove server `instance`'s record (it is stopping)."""
+    (_served_dir(data_dir) / f"{instance}.json").unlink(missing_ok=True)
+
+
+def served_records(data_dir: Path) -> list[ServedRecord]:
+    """The records of the servers running on this data dir (dead ones on this host skipped); unreadable or
+    half-understood records are skipped too: they only ever tell a reader about progress, never decide anything."""
+    folder = _served_dir(data_dir)
+    records: list[ServedRecord] = []
+    try:
+        paths = sorted(folder.glob("*.json"))
+    except OSError:
+        return []
+    for path in paths:
+        try:
+            raw = json.loads(path.read_text(encoding="utf-8"))
+            record = ServedRecord(str(raw["generation"]), str(raw["host"]), int(raw["pid"]), float(raw["since"]))
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        if record.is_live():
+            records.append(record)
+    return records
+
+
+def serves(record_generation: str, written: str) -> bool:
+    """Whether a server serving `record_generation` serves the write that produced `written`: the same one, or a
+    later write of the index, which was made from it."""
+    return record_generation == written or generation_seq(record_generation) > generation_seq(written)
+
+
+@dataclass(frozen=True, slots=True)
+class Uptake:
+    """How a change reached the running servers: how many run on the data dir, how many serve it, and when the
+    last of them took it (seconds after the wait began; None when not all did)."""
+
+    running: int
+    serving: int
+    after_s: float | None
+
+
+def wait_until_served(data_dir: Path, generation: str, timeout_s: float, poll_s: float = 0.05) -> Uptake:
+    """Wait (at most `timeout_s`) until every server running on this data dir serves `generation`. Returns at once
+    when none runs: nothing would take the change sooner than a server's start, which loads the index as it is."""
+    started = time.monotonic()
+    while True:
+        records = served_records(data_dir)
+        serving = sum(serves(r.generation, generation) for r in records)
+        elapsed = time.monotonic() - started
+        if not records or serving == len(records):
+            return Uptake(len(records), serving, elapsed if records else None)
+        if elapsed >= timeout_s:
+            return Uptake(len(records), serving, None)
+        time.sleep(poll_s)

@@ -5,6 +5,12 @@ generated schema), with JSON responses: every call is one POST and one JSON body
 few milliseconds. Sessions are stateful (a cancellation must reach the call it cancels) and bounded per client
 and in total, with idle ones expired (`panama_law.sessions`), so no client can fill the table. Logs name a
 query only by a keyed fingerprint (`panama_law.fingerprint`).
+
+Given its data dir, the server follows the index file (`IndexFollower`): `import` and `remove` swap in a new file,
+and the server reads the new one whole in a worker thread and only then swaps the searcher it answers from, so a
+query is answered wholly from the old index or wholly from the new one, and no restart is needed. It says which
+generation it serves on `/healthz` and in its record in the data dir (`index.record_served`), which the CLI reads
+to tell whether its change has been taken.
 """
 
 from __future__ import annotations
@@ -13,10 +19,12 @@ import contextlib
 import hmac
 import logging
 import os
+import secrets
 import threading
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -31,7 +39,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from . import __version__
+from . import __version__, index
 from .fingerprint import Fingerprinter
 from .schema import (
     INPUT_SCHEMA,
@@ -82,6 +90,106 @@ class ServerState:
     def set(self, searcher: Searcher) -> None:
         with self._lock:
             self.searcher, self.error, self.loaded_at = searcher, None, time.time()
+
+
+class IndexFollower:
+    """Keeps a running server on the latest index in its data dir, without a restart.
+
+    Woken by file-system events on the data dir (watchfiles, already installed with livekit-agents; its Rust
+    watcher uses inotify and friends) and, as a backstop for file systems whose events do not arrive (some network
+    and container mounts), every `recheck_s` seconds; a wake-up costs one stat. When the index file's identity
+    differs from the one the served searcher was read from, the new file is read whole in a worker thread, off the
+    event loop, and the searcher reference is swapped only then: a query that already holds the old searcher
+    finishes on it. A file that fails to load is logged once and the old index stays served, until the file changes
+    again. Changes that arrive during a load are seen by the check that follows it, so the last one is served.
+    """
+
+    def __init__(
+        self,
+        state: ServerState,
+        data_dir: Path,
+        load: Callable[[], Searcher],
+        *,
+        recheck_s: float = 2.0,
+        instance: str | None = None,
+    ) -> None:
+        self.state = state
+        self.data_dir = data_dir
+        self.load = load
+        self.recheck_s = recheck_s
+        self.instance = instance or secrets.token_hex(6)
+        self._failed: index.FileIdentity | None = None
+        self._record_warned = False
+
+    def served_identity(self) -> index.FileIdentity | None:
+        searcher = self.state.searcher
+        return searcher.index.identity if searcher is not None else None
+
+    async def check(self) -> None:
+        """Load the index if the file is not the one served (nor one that already failed); repeat until it is."""
+        while True:
+            current = index.file_identity(self.data_dir)
+            if current is None or current == self.served_identity() or current == self._failed:
+                return
+            old = self.state.searcher
+            started = time.perf_counter()
+            try:
+                searcher = await anyio.to_thread.run_sync(self.load)
+            except Exception as exc:  # any failure to load: the old index stays, one line says why
+                self._failed = current
+                held = old.index.generation if old is not None else "none"
+                log.error("changed index could not be loaded; still serving generation %s: %s", held, exc)
+                return
+            self.state.set(searcher)
+            log.info(
+                "index reloaded: generation %s, %d articles, loaded in %.2f s",
+                searcher.index.generation,
+                searcher.article_count,
+                time.perf_counter() - started,
+            )
+            await self.record()
+
+    async def record(self) -> None:
+        """Write the served generation into this server's record in the data dir (a read-only mount: warn once)."""
+        searcher = self.state.searcher
+        if searcher is None:
+            return
+        try:
+            await anyio.to_thread.run_sync(index.record_served, self.data_dir, self.instance, searcher.index.generation)
+        except OSError as exc:
+            if not self._record_warned:
+                self._record_warned = True
+                log.warning("cannot record the served index generation in the data dir (%s); import cannot tell", exc)
+
+    def forget(self) -> None:
+        with contextlib.suppress(OSError):
+            index.forget_served(self.data_dir, self.instance)
+
+    async def follow(self) -> None:
+        """Check now, then on every change of the data dir (or every `recheck_s`), until cancelled."""
+        await self.record()
+        await self.check()
+        try:
+            import watchfiles
+        except ImportError:
+            log.warning("watchfiles is not installed; checking the index file every %.1f s", self.recheck_s)
+        else:
+            try:
+                async for _ in watchfiles.awatch(
+                    self.data_dir,
+                    watch_filter=lambda _change, path: os.path.basename(path) == index.INDEX_FILE,
+                    recursive=False,
+                    step=20,
+                    debounce=500,
+                    rust_timeout=max(1, int(self.recheck_s * 1000)),
+                    yield_on_timeout=True,
+                ):
+                    await self.check()
+            except (OSError, RuntimeError) as exc:  # no such directory, no inotify watches left, ...
+                log.warning("cannot watch the data dir (%s); checking the index file every %.1f s", exc, self.recheck_s)
+        while True:
+            await anyio.sleep(self.recheck_s)
+            await self.check()
 
 
 def _error(message: str) -> types.CallToolResult:
@@ -179,11 +287,21 @@ def build_app(
     loader: Callable[[], Searcher] | None = None,
     limits: SessionLimits | None = None,
     fingerprint_key: bytes | None = None,
+    data_dir: Path | None = None,
+    reloader: Callable[[], Searcher] | None = None,
+    recheck_s: float = 2.0,
 ) -> Starlette:
     """The ASGI app. `loader`, if given, loads the searcher in a worker thread after start-up (health is 503
     until it finishes), so a supervisor sees the process alive while a first-run index build is under way.
-    `limits` bounds the MCP sessions; `fingerprint_key` keys the query fingerprints in the logs."""
+    `limits` bounds the MCP sessions; `fingerprint_key` keys the query fingerprints in the logs. With `data_dir`
+    (and `reloader`, which reads its index as it is now), the server follows that index once loaded
+    (`IndexFollower`) and health names the generation it serves."""
     limits = limits or SessionLimits()
+    follower = (
+        IndexFollower(state, data_dir, reloader, recheck_s=recheck_s)
+        if data_dir is not None and reloader is not None
+        else None
+    )
     security = (
         TransportSecuritySettings(
             enable_dns_rebinding_protection=True,
@@ -215,9 +333,12 @@ def build_app(
     async def healthz(request: Request) -> Response:
         searcher = state.searcher
         if searcher is None:
-            body = {"status": "loading" if state.error is None else "error", "index_loaded": False}
-            return JSONResponse(body, status_code=503)
-        return JSONResponse({"status": "ok", "index_loaded": True, "articles": searcher.article_count})
+            waiting = {"status": "loading" if state.error is None else "error", "index_loaded": False}
+            return JSONResponse(waiting, status_code=503)
+        body: dict[str, Any] = {"status": "ok", "index_loaded": True, "articles": searcher.article_count}
+        if follower is not None:
+            body["generation"] = searcher.index.generation
+        return JSONResponse(body)
 
     async def load_in_background() -> None:
         assert loader is not None
@@ -227,15 +348,23 @@ def build_app(
         except Exception as exc:
             state.error = str(exc)
             log.error("index could not be loaded: %s", exc)
+        if follower is not None:  # also after a failed load: an index imported later is served without a restart
+            await follower.follow()
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        async with manager.run(), anyio.create_task_group() as tg:
-            tg.start_soon(bounded.run_expiry)
-            if loader is not None and state.searcher is None:
-                tg.start_soon(load_in_background)
-            yield
-            tg.cancel_scope.cancel()
+        try:
+            async with manager.run(), anyio.create_task_group() as tg:
+                tg.start_soon(bounded.run_expiry)
+                if loader is not None and state.searcher is None:
+                    tg.start_soon(load_in_background)
+                elif follower is not None:
+                    tg.start_soon(follower.follow)
+                yield
+                tg.cancel_scope.cancel()
+        finally:
+            if follower is not None:
+                follower.forget()
 
     routes = [
         Route("/healthz", healthz, methods=["GET"]),

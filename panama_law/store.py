@@ -1,9 +1,11 @@
 """Writing the index: add or replace norms, remove one, all or nothing.
 
 Every write copies the current index beside itself, changes the copy and swaps it in with `os.replace`, so a
-refused or failed import leaves the existing index byte for byte as it was, and a running server keeps reading
-the old file until it restarts. Only the norms being written are embedded; the others' rows and vectors are
-copied. A format-1 index (the Constitution alone) is converted into the copy on the first write.
+refused or failed import leaves the existing index byte for byte as it was, and a running server, which reloads a
+changed file on its own (`panama_law.server`), reads either the old file or the new one, never a half-written one.
+Each write gives the copy the next generation (`index.generation_of`), by which a server says what it serves. Only
+the norms being written are embedded; the others' rows and vectors are copied. A format-1 index (the Constitution
+alone) is converted into the copy on the first write.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import contextlib
 import json
 import logging
 import os
+import secrets
 import sqlite3
 import tempfile
 import time
@@ -58,11 +61,20 @@ def _rewrite(data_dir: Path) -> Iterator[sqlite3.Connection]:
             yield db
             db.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", (str(index.SCHEMA_VERSION),))
             db.execute("INSERT OR REPLACE INTO meta VALUES ('built_at', ?)", (str(time.time()),))
+            db.execute("INSERT OR REPLACE INTO meta VALUES ('generation', ?)", (_next_generation(db),))
             db.commit()
         os.replace(tmp, final)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+
+
+def _next_generation(db: sqlite3.Connection) -> str:
+    """One more than the copied index's sequence, and a random part, so two indexes written apart from each other
+    (another data dir, a concurrent write) never share a generation."""
+    row = db.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()
+    previous = index.generation_seq(str(row[0])) if row else 0
+    return f"{previous + 1}-{secrets.token_hex(4)}"
 
 
 def _write_norm(
