@@ -28,6 +28,7 @@ import subprocess
 import sys
 import threading
 import time
+import wave
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -185,11 +186,23 @@ def make_run(tmp_path: Path, constitution_path: Path) -> Iterator[Run]:
         _kill_all_with(run.marker)
 
 
+def _silent_microphone(path: Path) -> Path:
+    """A second of silence for Chromium's fake microphone: its default beeps would be heard as speech, and a
+    spoken turn barges in on the typed questions this journey asks."""
+    with wave.open(str(path), "wb") as out:
+        out.setnchannels(1)
+        out.setsampwidth(2)
+        out.setframerate(48_000)
+        out.writeframes(b"\0\0" * 48_000)
+    return path
+
+
 def _browser(run: Run, url: str) -> subprocess.Popen[str]:
     env = {
         **{k: v for k, v in run.env.items() if k != RUN_MARKER},
         "LEXVOZ_E2E_URL": url,
         "LEXVOZ_E2E_OUT": str(ARTIFACTS),
+        "LEXVOZ_E2E_AUDIO": str(_silent_microphone(run.log_dir.parent / "silence.wav")),
         "LEXVOZ_E2E_TIMEOUT_MS": "60000",
         "LEXVOZ_E2E_QUESTION": CONSTITUTION_QUESTION,
         "LEXVOZ_E2E_EXPECT_CITATION": CONSTITUTION_CITATION,
@@ -236,7 +249,7 @@ def test_first_hour_of_a_new_user(make_run: Run) -> None:
         assert LAW_NAME in imported.stdout, imported.stdout
         assert browser.stdin is not None
         browser.stdin.write("imported\n")
-        browser.stdin.flush()
+        browser.stdin.close()
         page.wait_for(r'^\{"scenario":"journey"', SCRIPT_TIMEOUT_S)
         browser.wait(30)
     finally:

@@ -36,8 +36,9 @@ function nextStdinLine() {
   return new Promise((resolve, reject) => {
     const lines = createInterface({ input: process.stdin });
     lines.once('line', (line) => {
+      resolve(line); // first: closing emits 'close' at once, and a settled promise ignores the reject
       lines.close();
-      resolve(line);
+      process.stdin.destroy(); // nothing more will come; an open stdin would keep Node alive after the result
     });
     lines.once('close', () => reject(new Error('stdin closed before the import was done')));
   });
