@@ -20,6 +20,9 @@ import { useCallback, useEffect, useReducer, useRef, useState } from 'react';
 
 import { Conversation } from './Conversation';
 import { watchModelFailure } from './failures';
+import type { AgentMode } from './labels';
+import { usePrefersReducedMotion } from './motion';
+import { useNewSources } from './newSources';
 import {
   initialResearchState,
   MAX_MESSAGE_CHARS,
@@ -28,7 +31,7 @@ import {
   type ResearchAction,
 } from './research';
 import { PrivacyNotice } from './PrivacyNotice';
-import { ResearchPanel } from './ResearchPanel';
+import { NewSourcesNotice, ResearchPanel } from './ResearchPanel';
 import {
   acquireMicrophone,
   forgetResume,
@@ -107,6 +110,18 @@ export function App() {
   // The same, as state, so the session view re-renders when its room connects ("conectando" until then).
   const [connectedSession, setConnectedSession] = useState(0);
   const detachResearch = useRef<(() => void) | null>(null);
+  // The mode the last agent announced (rehearsal or live): the privacy notice says where the voice goes.
+  const [mode, setMode] = useState<AgentMode | undefined>(undefined);
+  const reducedMotion = usePrefersReducedMotion();
+  // New sources the person has not seen, announced near the chat while the panel is out of view.
+  const researchList = useRef<HTMLDivElement>(null);
+  const newSources = useNewSources(research.entries, researchList);
+  const showNewSources = useCallback(() => {
+    const list = researchList.current;
+    if (!list) return;
+    list.scrollIntoView({ block: 'start', behavior: reducedMotion ? 'auto' : 'smooth' });
+    list.querySelector<HTMLElement>('.research-query')?.focus({ preventScroll: true });
+  }, [reducedMotion]);
 
   const endSession = useCallback((room: Room | undefined) => {
     generation.current += 1;
@@ -256,7 +271,7 @@ export function App() {
         )}
       </div>
 
-      {phase === 'idle' && <PrivacyNotice />}
+      {phase === 'idle' && <PrivacyNotice mode={mode} />}
 
       {micError && (
         <p className="mic-error" data-testid="mic-error" role="alert">
@@ -279,7 +294,13 @@ export function App() {
             onError={onRoomError}
             className="conversation"
           >
-            <SessionView connected={connectedSession === session.generation} token={session.token} />
+            <SessionView
+              connected={connectedSession === session.generation}
+              token={session.token}
+              onMode={setMode}
+              reducedMotion={reducedMotion}
+            />
+            <NewSourcesNotice count={newSources} onShow={showNewSources} />
           </LiveKitRoom>
         ) : (
           <div className="conversation">
@@ -292,7 +313,7 @@ export function App() {
             />
           </div>
         )}
-        <ResearchPanel state={research} />
+        <ResearchPanel state={research} listRef={researchList} />
       </main>
     </div>
   );

@@ -38,7 +38,7 @@ export function Conversation({
 }: ConversationProps) {
   const [draft, setDraft] = useState('');
   const [sendError, setSendError] = useState<string | null>(null);
-  const transcriptRef = useRef<HTMLOListElement>(null);
+  const transcriptRef = useRef<HTMLDivElement>(null);
 
   useEffect(() => {
     const el = transcriptRef.current;
@@ -77,19 +77,32 @@ export function Conversation({
         </p>
       )}
       <AgentWaitNotice wait={agentWait} />
+      {/* Hidden altogether under prefers-reduced-motion (styles.css); SessionView then passes no visualiser. */}
       <div className="visualizer-slot" aria-hidden="true">
         {visualizer}
       </div>
-      <ol className="transcript" data-testid="transcript" ref={transcriptRef} role="log" aria-label="Transcripción">
-        {lines.length === 0 && <li className="muted">La transcripción aparecerá aquí.</li>}
-        {lines.map((line) => (
-          <li key={line.id} className={`line line-${line.speaker}${line.final ? '' : ' line-interim'}`}>
-            <span className="speaker">{line.speaker === 'user' ? 'Usted' : 'Lexvoz'}</span>
-            {line.typed && <span className="typed-tag"> (escrito)</span>}
-            <span className="line-text">{line.text}</span>
-          </li>
-        ))}
-      </ol>
+      {/* The log is a wrapper, not the list itself: role="log" on the <ol> would hide that it is a list. */}
+      <div className="transcript" data-testid="transcript" ref={transcriptRef} role="log" aria-label="Transcripción">
+        <ol className="transcript-lines">
+          {lines.length === 0 && <li className="muted">La transcripción aparecerá aquí.</li>}
+          {lines.map((line) => (
+            <li
+              key={line.id}
+              className={`line line-${line.speaker}${line.final ? '' : ' line-interim'}${line.interrupted ? ' line-interrupted' : ''}`}
+            >
+              <span className="speaker">{line.speaker === 'user' ? 'Usted' : 'Lexvoz'}</span>
+              {line.typed && <span className="typed-tag"> (escrito)</span>}
+              <span className="line-text">{line.text}</span>
+              {line.interrupted && (
+                <span className="interrupted-tag" data-testid="line-interrupted">
+                  {' '}
+                  … (interrumpido)
+                </span>
+              )}
+            </li>
+          ))}
+        </ol>
+      </div>
       <form className="chat-form" onSubmit={(e) => void submit(e)}>
         <label htmlFor="chat-input" className="visually-hidden">
           Escriba su pregunta

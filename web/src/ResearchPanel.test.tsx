@@ -1,9 +1,9 @@
-import { cleanup, render, screen, within } from '@testing-library/react';
+import { cleanup, fireEvent, render, screen, within } from '@testing-library/react';
 import { ParticipantKind } from 'livekit-client';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 
 import { initialResearchState, researchReducer, type ResearchState } from './research';
-import { formatDate, pathLine, ResearchPanel } from './ResearchPanel';
+import { formatDate, NewSourcesNotice, pathLine, ResearchPanel } from './ResearchPanel';
 
 afterEach(cleanup);
 
@@ -146,5 +146,61 @@ describe('ResearchPanel', () => {
       'Interrumpida: el agente se desconectó antes de terminar esta búsqueda.',
     );
     expect(screen.getByTestId('research-query').textContent).toBe('Búsqueda: uno');
+  });
+});
+
+describe('ResearchPanel: what a screen reader hears and how it is organised', () => {
+  const three = [1, 2, 3].map((i) => ({ title: `T${i}`, citation: `Constitución, artículo ${i}`, excerpt: 'x'.repeat(700) }));
+
+  it('nests headings h2 panel, h3 search, h4 source, with no level skipped', () => {
+    const { container } = render(
+      <ResearchPanel state={stateFrom({ v: 1, type: 'started', call_id: 'a', turn: 1, query: 'idioma' }, completed(three))} />,
+    );
+    const levels = [...container.querySelectorAll('h1, h2, h3, h4, h5, h6')].map((el) => el.tagName);
+    expect(levels).toEqual(['H2', 'H3', 'H4', 'H4', 'H4']);
+  });
+
+  it('announces one short line per search through its only live region, not the excerpts', () => {
+    const { container } = render(<ResearchPanel state={stateFrom(completed(three))} />);
+    const live = container.querySelectorAll('[aria-live], [role="status"], [role="alert"], [role="log"]');
+    expect(live).toHaveLength(1);
+    expect(live[0]!.getAttribute('role')).toBe('status');
+    expect(live[0]!.textContent).toBe('3 fuentes encontradas');
+    expect(container.textContent!.length).toBeGreaterThan(2000); // what it no longer reads out
+  });
+
+  it("keeps an ended conversation's cards under a notice, and announces nothing more", () => {
+    const ended = researchReducer(stateFrom(completed(three)), { type: 'sessionEnded' });
+    const { container } = render(<ResearchPanel state={ended} />);
+    expect(screen.getAllByTestId('source-card')).toHaveLength(3);
+    expect(screen.getByTestId('research-ended').textContent).toBe(
+      'Fuentes de la conversación anterior. Se borrarán al pulsar «Empezar».',
+    );
+    expect(container.querySelector('.research-panel')?.classList.contains('is-ended')).toBe(true);
+    expect(screen.getByTestId('research-announcement').textContent).toBe('');
+  });
+
+  it('shows no ended notice while the conversation goes on, or when nothing was found', () => {
+    render(<ResearchPanel state={stateFrom(completed(three))} />);
+    expect(screen.queryByTestId('research-ended')).toBeNull();
+    cleanup();
+    render(<ResearchPanel state={researchReducer(initialResearchState, { type: 'sessionEnded' })} />);
+    expect(screen.queryByTestId('research-ended')).toBeNull();
+  });
+});
+
+describe('NewSourcesNotice', () => {
+  it('says how many sources are new, and shows them when pressed', () => {
+    const onShow = vi.fn();
+    render(<NewSourcesNotice count={3} onShow={onShow} />);
+    const button = screen.getByRole('button');
+    expect(button.textContent).toBe('3 fuentes nuevas ↓');
+    fireEvent.click(button);
+    expect(onShow).toHaveBeenCalledOnce();
+  });
+
+  it('is not there when nothing is new', () => {
+    render(<NewSourcesNotice count={0} onShow={() => undefined} />);
+    expect(screen.queryByTestId('new-sources')).toBeNull();
   });
 });

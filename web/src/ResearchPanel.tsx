@@ -7,8 +7,11 @@
  * as a quiet line under it, date · Gaceta · official link, then the excerpt. With many norms in the
  * index, the norm's name appears once per card.
  */
+import type { Ref } from 'react';
+
+import { newSourcesLabel } from './newSources';
 import type { ResearchEntry, ResearchSource, ResearchState } from './research';
-import { failureText, formatDuration, interruptionText } from './research';
+import { failureText, formatDuration, interruptionText, researchAnnouncement } from './research';
 
 const MONTHS = [
   'enero', 'febrero', 'marzo', 'abril', 'mayo', 'junio',
@@ -70,11 +73,13 @@ function SourceCard({ source }: { source: ResearchSource }) {
 
 function EntryView({ entry }: { entry: ResearchEntry }) {
   const label = entry.status === 'running' ? 'Investigando' : 'Búsqueda';
+  // Headings nest as the page reads: h2 "Investigación", h3 per search, h4 per source. tabIndex -1: the
+  // "fuentes nuevas" notice moves focus here after scrolling to it.
   return (
     <article className={`research-entry is-${entry.status}`} aria-busy={entry.status === 'running'}>
-      <p className="research-query" data-testid="research-query">
+      <h3 className="research-query" data-testid="research-query" tabIndex={-1}>
         {entry.query ? `${label}: ${entry.query}` : `${label} (turno ${entry.turn})`}
-      </p>
+      </h3>
       {entry.status === 'completed' && (
         <>
           {entry.toolDurationMs !== undefined && (
@@ -94,12 +99,12 @@ function EntryView({ entry }: { entry: ResearchEntry }) {
         </>
       )}
       {entry.status === 'failed' && (
-        <p className="research-failed" data-testid="research-failed" role="status">
+        <p className="research-failed" data-testid="research-failed">
           {failureText(entry.reason ?? '')}
         </p>
       )}
       {entry.status === 'interrupted' && (
-        <p className="research-failed" data-testid="research-interrupted" role="status">
+        <p className="research-failed" data-testid="research-interrupted">
           {interruptionText(entry.interruption)}
         </p>
       )}
@@ -112,11 +117,37 @@ function EntryView({ entry }: { entry: ResearchEntry }) {
   );
 }
 
-export function ResearchPanel({ state }: { state: ResearchState }) {
+/**
+ * The panel. Screen readers hear one short line per search from the polite status region ("3 fuentes
+ * encontradas"), not the excerpts: the entries themselves are not a live region. `listRef`: the entries'
+ * container, which the page watches to tell whether new sources were seen.
+ *
+ * Cards of an ended conversation stay, marked as the previous conversation's, until the next Start clears
+ * them: stopping the voice is often exactly when a person wants to read the articles and follow the official
+ * links calmly, so Stop must not take the evidence away; but nothing may pass them off as the next
+ * conversation's evidence, hence the notice and the set-apart style.
+ */
+export function ResearchPanel({ state, listRef }: { state: ResearchState; listRef?: Ref<HTMLDivElement> }) {
+  const ended = state.ended === true && state.entries.length > 0;
+  const announced = state.lastOutcome ? state.entries.find((e) => e.callId === state.lastOutcome) : undefined;
+  const announcement = researchAnnouncement(announced);
   return (
-    <section className="panel research-panel" data-testid="research-panel" aria-labelledby="research-heading">
+    <section
+      className={`panel research-panel${ended ? ' is-ended' : ''}`}
+      data-testid="research-panel"
+      aria-labelledby="research-heading"
+    >
       <h2 id="research-heading">Investigación</h2>
-      <div aria-live="polite">
+      <p className="visually-hidden" role="status" data-testid="research-announcement">
+        {/* keyed by the call: a second "3 fuentes encontradas" is a new node, so it is announced again */}
+        {announcement && !ended && <span key={announced?.callId}>{announcement}</span>}
+      </p>
+      {ended && (
+        <p className="research-ended" data-testid="research-ended">
+          Fuentes de la conversación anterior. Se borrarán al pulsar «Empezar».
+        </p>
+      )}
+      <div className="research-entries" ref={listRef}>
         {state.entries.length === 0 ? (
           <p className="muted">Las fuentes que consulte el agente aparecerán aquí.</p>
         ) : (
@@ -124,5 +155,21 @@ export function ResearchPanel({ state }: { state: ResearchState }) {
         )}
       </div>
     </section>
+  );
+}
+
+/**
+ * "3 fuentes nuevas", shown near the chat while sources arrived that the person has not seen (the panel is
+ * out of view, below the conversation at phone width). Pressing it scrolls to the newest search and moves
+ * the focus there, so keyboard and screen reader users land on it too.
+ */
+export function NewSourcesNotice({ count, onShow }: { count: number; onShow: () => void }) {
+  if (count === 0) return null;
+  return (
+    <div className="new-sources">
+      <button type="button" className="btn new-sources-button" data-testid="new-sources" onClick={onShow}>
+        {newSourcesLabel(count)} <span aria-hidden="true">↓</span>
+      </button>
+    </div>
   );
 }

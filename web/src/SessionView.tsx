@@ -18,16 +18,38 @@ import { useCallback, useEffect, useMemo, useState } from 'react';
 import { useAgentRequest } from './agentRequest';
 import { Conversation } from './Conversation';
 import { withModelLink } from './failures';
-import { displayAgentState, END_REASON_ATTRIBUTE, endReasonMessage, MODE_ATTRIBUTE } from './labels';
-import { buildTranscript, TRANSCRIPTION_FINAL_ATTRIBUTE, type RawLine, type TranscriptLine } from './transcript';
+import { agentMode, displayAgentState, END_REASON_ATTRIBUTE, endReasonMessage, MODE_ATTRIBUTE, type AgentMode } from './labels';
+import {
+  buildTranscript,
+  lineBeingSaid,
+  TRANSCRIPTION_FINAL_ATTRIBUTE,
+  type RawLine,
+  type TranscriptLine,
+} from './transcript';
 
 /**
  * Everything that needs the room context: agent state, audio, transcript and chat. `connected`: this
  * session's room has reached "connected" (LiveKitRoom's onConnected fired for it). `token`: the session's
  * join token, which also proves to the service that we are in the room when we ask it for an agent.
+ * `onMode`: told the mode the agent announces (rehearsal or live), so the page can word its privacy notice.
+ * `reducedMotion`: the person asked for less motion; the audio visualiser is left out.
  */
-export function SessionView({ connected, token }: { connected: boolean; token: string }) {
+export function SessionView({
+  connected,
+  token,
+  onMode,
+  reducedMotion = false,
+}: {
+  connected: boolean;
+  token: string;
+  onMode?: (mode: AgentMode) => void;
+  reducedMotion?: boolean;
+}) {
   const { state: rawState, agent, audioTrack, agentAttributes } = useVoiceAssistant();
+  const mode = agentMode(agentAttributes?.[MODE_ATTRIBUTE]);
+  useEffect(() => {
+    if (mode) onMode?.(mode);
+  }, [mode, onMode]);
   const state = withModelLink(displayAgentState(rawState, connected), agentAttributes);
   // Kept once seen: the agent leaves the room right after saying goodbye, taking its attributes along.
   const [endReason, setEndReason] = useState<string | undefined>(undefined);
@@ -50,7 +72,12 @@ export function SessionView({ connected, token }: { connected: boolean; token: s
   const { localParticipant } = useLocalParticipant();
   const localIdentity = localParticipant.identity;
 
-  const lines = useMemo<TranscriptLine[]>(() => {
+  // Agent lines the person cut off by typing while they were being said (see transcript.ts).
+  const [cut, setCut] = useState<ReadonlySet<string>>(() => new Set());
+
+  // The attributes are read when this runs: livekit-client updates a stream's attributes in place when
+  // its trailer (which carries the final "true") arrives, without a new render.
+  const rawLines = useCallback((): RawLine[] => {
     const spoken = transcriptions.map<RawLine>((t) => ({
       id: `t-${t.streamInfo.id}`,
       speaker: t.participantInfo.identity === localIdentity ? 'user' : 'agent',
@@ -66,15 +93,20 @@ export function SessionView({ connected, token }: { connected: boolean; token: s
       timestamp: m.timestamp,
       typed: true,
     }));
-    // The agent's state is an input: its newest line stops being "in progress" when it stops speaking.
-    return buildTranscript([...spoken, ...typed], rawState);
-  }, [transcriptions, chatMessages, localIdentity, rawState]);
+    return [...spoken, ...typed];
+  }, [transcriptions, chatMessages, localIdentity]);
+
+  // The agent's state is an input: its newest line stops being "in progress" when it stops speaking.
+  const lines = useMemo<TranscriptLine[]>(() => buildTranscript(rawLines(), rawState, cut), [rawLines, rawState, cut]);
 
   const onSend = useCallback(
     async (text: string) => {
+      const beingSaid = lineBeingSaid(rawLines(), rawState);
       await send(text);
+      // Sent: the agent now cuts the line it was saying to answer this question.
+      if (beingSaid) setCut((previous) => new Set(previous).add(beingSaid));
     },
-    [send],
+    [send, rawLines, rawState],
   );
 
   return (
@@ -85,11 +117,15 @@ export function SessionView({ connected, token }: { connected: boolean; token: s
         state={state}
         agentWait={agentWait}
         endNotice={endReasonMessage(endReason)}
-        rehearsal={agentAttributes?.[MODE_ATTRIBUTE] === 'rehearsal'}
+        rehearsal={mode === 'rehearsal'}
         lines={lines}
         onSend={onSend}
         sending={isSending}
-        visualizer={<BarVisualizer state={state} track={audioTrack} barCount={7} className="visualizer" />}
+        visualizer={
+          reducedMotion ? undefined : (
+            <BarVisualizer state={state} track={audioTrack} barCount={7} className="visualizer" />
+          )
+        }
       />
     </>
   );

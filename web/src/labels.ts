@@ -20,6 +20,14 @@ export function agentStateLabel(state: AgentState | undefined): string {
 /** The participant attribute the agent sets to say whether its answers come from OpenAI or a local simulator. */
 export const MODE_ATTRIBUTE = 'lexvoz.mode';
 
+/** Where the person's voice and questions go: OpenAI (`live`) or the local simulator (`rehearsal`). */
+export type AgentMode = 'rehearsal' | 'live';
+
+/** The mode an agent announced in `lexvoz.mode`; undefined when it said nothing (or something unknown). */
+export function agentMode(value: string | undefined): AgentMode | undefined {
+  return value === 'rehearsal' || value === 'live' ? value : undefined;
+}
+
 /** The participant attribute the agent sets when it ends the conversation itself, naming why. */
 export const END_REASON_ATTRIBUTE = 'lexvoz.end_reason';
 

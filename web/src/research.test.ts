@@ -10,6 +10,8 @@ import {
   initialResearchState,
   interruptionText,
   isAgentSender,
+  researchAnnouncement,
+  type ResearchEntry,
   MAX_ENTRIES,
   parseResearchMessage,
   researchReducer,
@@ -224,6 +226,56 @@ describe('researchReducer', () => {
 
   it('resets', () => {
     expect(researchReducer(feed([started]), { type: 'reset' })).toEqual(initialResearchState);
+    const ended = researchReducer(feed([started, completed]), { type: 'sessionEnded' });
+    expect(researchReducer(ended, { type: 'reset' })).toEqual(initialResearchState);
+  });
+
+  it('keeps the cards of an ended conversation, marked as ended, until the next reset', () => {
+    const done = feed([started, completed]);
+    expect(done.ended).toBeFalsy();
+    const ended = researchReducer(done, { type: 'sessionEnded' });
+    expect(ended.ended).toBe(true);
+    expect(ended.entries).toEqual(done.entries);
+    expect(researchReducer(ended, { type: 'sessionEnded' })).toBe(ended);
+    // The agent leaving mid-session does not end the conversation the page is in.
+    expect(researchReducer(done, { type: 'agentGone' }).ended).toBeFalsy();
+  });
+
+  it('remembers whose outcome came last, to announce that search', () => {
+    expect(feed([started]).lastOutcome).toBeUndefined();
+    expect(feed([started, completed]).lastOutcome).toBe('c1');
+    const second = { ...started, call_id: 'c2', turn: 4 };
+    const failed = { v: 1, type: 'failed', call_id: 'c2', turn: 4, reason: 'timeout' };
+    expect(feed([started, second, failed, completed]).lastOutcome).toBe('c1');
+    expect(feed([started, completed, second, failed]).lastOutcome).toBe('c2');
+    expect(researchReducer(feed([started]), { type: 'sessionEnded' }).lastOutcome).toBe('c1');
+  });
+});
+
+describe('researchAnnouncement', () => {
+  const entry = (over: Partial<ResearchEntry>): ResearchEntry => ({
+    callId: 'c',
+    turn: 1,
+    status: 'completed',
+    sources: [],
+    ...over,
+  });
+  const src = { title: 't', citation: 'c', excerpt: 'un extracto largo' };
+
+  it('is one short line with the count, never the excerpts', () => {
+    expect(researchAnnouncement(entry({ sources: [src, src, src] }))).toBe('3 fuentes encontradas');
+    expect(researchAnnouncement(entry({ sources: [src] }))).toBe('1 fuente encontrada');
+    expect(researchAnnouncement(entry({ sources: [] }))).toBe('No se encontraron fuentes');
+  });
+
+  it('says why a search gave nothing, and nothing while it runs or once discarded', () => {
+    expect(researchAnnouncement(entry({ status: 'failed', reason: 'timeout' }))).toBe(FAILURE_TEXT.timeout);
+    expect(researchAnnouncement(entry({ status: 'interrupted', interruption: 'session_ended' }))).toBe(
+      interruptionText('session_ended'),
+    );
+    expect(researchAnnouncement(entry({ status: 'running' }))).toBeNull();
+    expect(researchAnnouncement(entry({ status: 'discarded' }))).toBeNull();
+    expect(researchAnnouncement(undefined)).toBeNull();
   });
 });
 

@@ -108,6 +108,13 @@ export interface ResearchEntry {
 export interface ResearchState {
   /** Newest first. */
   entries: ResearchEntry[];
+  /**
+   * The conversation these entries belong to has ended (Stop, a lost connection, a failed voice model):
+   * the panel keeps them, marked as the previous conversation's, until the next Start resets it.
+   */
+  ended?: boolean;
+  /** The call whose outcome (completed, failed, interrupted) arrived last: what the panel announces. */
+  lastOutcome?: string;
 }
 
 export const initialResearchState: ResearchState = { entries: [] };
@@ -268,7 +275,8 @@ export function applyResearchMessage(state: ResearchState, message: ResearchMess
   const entries = existing
     ? state.entries.map((e) => (e.callId === message.callId ? next : e))
     : [next, ...others].slice(0, MAX_ENTRIES);
-  return { entries };
+  const lastOutcome = message.type === 'completed' || message.type === 'failed' ? message.callId : state.lastOutcome;
+  return { ...state, entries, lastOutcome };
 }
 
 export function researchReducer(state: ResearchState, action: ResearchAction): ResearchState {
@@ -279,19 +287,43 @@ export function researchReducer(state: ResearchState, action: ResearchAction): R
     case 'sessionEnded': {
       // No outcome can come any more: a search left "running" would spin on the page for good.
       const interruption: InterruptionReason = action.type === 'agentGone' ? 'agent_left' : 'session_ended';
-      return state.entries.some((e) => e.status === 'running')
-        ? {
-            entries: state.entries.map((e) =>
-              e.status === 'running' ? { ...e, status: 'interrupted', interruption } : e,
-            ),
-          }
-        : state;
+      const ended = state.ended === true || action.type === 'sessionEnded';
+      const running = state.entries.find((e) => e.status === 'running');
+      if (!running && ended === (state.ended === true)) return state;
+      return {
+        ...state,
+        ended,
+        entries: running
+          ? state.entries.map((e) => (e.status === 'running' ? { ...e, status: 'interrupted', interruption } : e))
+          : state.entries,
+        lastOutcome: running ? running.callId : state.lastOutcome,
+      };
     }
     case 'received': {
       if (!isAgentSender(action.sender)) return state;
       const message = parseResearchMessage(action.payload);
       return message ? applyResearchMessage(state, message) : state;
     }
+  }
+}
+
+/**
+ * The one short line a screen reader hears when a search ends (the panel's polite live region), never the
+ * excerpts themselves: "3 fuentes encontradas", or why there are none. Null while it runs or once discarded.
+ */
+export function researchAnnouncement(entry: ResearchEntry | undefined): string | null {
+  switch (entry?.status) {
+    case 'completed': {
+      const n = entry.sources.length;
+      if (n === 0) return 'No se encontraron fuentes';
+      return n === 1 ? '1 fuente encontrada' : `${n} fuentes encontradas`;
+    }
+    case 'failed':
+      return failureText(entry.reason ?? '');
+    case 'interrupted':
+      return interruptionText(entry.interruption);
+    default:
+      return null;
   }
 }
 

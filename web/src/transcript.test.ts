@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 
-import { buildTranscript, isLineFinal, type RawLine } from './transcript';
+import { buildTranscript, isLineFinal, lineBeingSaid, type RawLine } from './transcript';
 
 let clock = 0;
 function spoken(speaker: RawLine['speaker'], text: string, finalAttribute?: string): RawLine {
@@ -98,5 +98,48 @@ describe('buildTranscript', () => {
       'uno',
       'dos',
     ]);
+  });
+});
+
+describe('interrupted agent lines', () => {
+  it('the line being said is the newest spoken agent line while the agent speaks and its final is not in', () => {
+    const greeting = spoken('agent', 'Hola, soy Lexvoz.', 'true');
+    const question = typed('user', '¿Idioma oficial?');
+    const answer = spoken('agent', 'Modo', 'false');
+    expect(lineBeingSaid([greeting, question, answer], 'speaking')).toBe(answer.id);
+    // Finished: the agent listens again, or the stream's trailer already said final=true.
+    expect(lineBeingSaid([greeting, question, answer], 'listening')).toBeNull();
+    expect(lineBeingSaid([greeting, question, { ...answer, finalAttribute: 'true' }], 'speaking')).toBeNull();
+    expect(lineBeingSaid([greeting, question], 'speaking')).toBeNull();
+    expect(lineBeingSaid([], 'speaking')).toBeNull();
+  });
+
+  it('marks a line the person typed over once it is final, as interrupted, and no other', () => {
+    const greeting = spoken('agent', 'Hola, soy Lexvoz.', 'true');
+    const question = typed('user', '¿Idioma oficial?');
+    const answer = spoken('agent', 'Modo', 'false');
+    const cut = new Set([answer.id]);
+    const marks = (state: Parameters<typeof buildTranscript>[1], extra: RawLine[] = []) =>
+      buildTranscript([greeting, question, answer, ...extra], state, cut).map((l) => [l.text, l.interrupted]);
+    // Still being said (the agent has not stopped yet): no mark yet.
+    expect(marks('speaking')).toEqual([
+      ['Hola, soy Lexvoz.', false],
+      ['¿Idioma oficial?', false],
+      ['Modo', false],
+    ]);
+    // The agent stopped: the fragment is all that was said, and reads as cut.
+    expect(marks('thinking')).toEqual([
+      ['Hola, soy Lexvoz.', false],
+      ['¿Idioma oficial?', false],
+      ['Modo', true],
+    ]);
+    // The next answer, spoken in full, carries no mark.
+    const next = spoken('agent', 'Modo de ensayo. Encontré 3 fuentes.', 'false');
+    expect(marks('listening', [typed('user', 'otra'), next]).map(([, i]) => i)).toEqual([false, false, true, false, false]);
+  });
+
+  it('without a cut line, nothing is marked (the default)', () => {
+    const lines = [spoken('agent', 'Modo', 'true')];
+    expect(buildTranscript(lines, 'listening').map((l) => l.interrupted)).toEqual([false]);
   });
 });

@@ -8,6 +8,13 @@
  * taken as final unless it is the newest agent line while the agent is still speaking. The user's speech
  * arrives as a new stream per STT update (same segment id), so their final "true" does reach us; a user
  * line is also final once a newer user line exists, so a lost final cannot leave one greyed out forever.
+ *
+ * An agent line is marked interrupted when the person sent a typed question while the page showed that line
+ * still being said (the newest agent line, the agent speaking, its final flag not yet "true"): the agents
+ * framework answers typed input by cutting the current speech, so what the line shows is all that was said.
+ * The page records that at the moment it sends (see `lineBeingSaid`) and shows the mark once the line is
+ * final. A line cut by the person's voice is not marked: nothing the page receives tells it apart from a
+ * line the agent finished just before the person spoke.
  */
 import type { AgentState } from '@livekit/components-react';
 
@@ -28,6 +35,8 @@ export interface RawLine {
 
 export interface TranscriptLine extends RawLine {
   final: boolean;
+  /** An agent line the person cut off by sending a question while it was being said; only once final. */
+  interrupted: boolean;
 }
 
 /**
@@ -48,15 +57,35 @@ export function isLineFinal(
 /**
  * Sort the lines by time, mark each final or not, and drop blank ones. Finality is worked out before the
  * blank lines go, so the agent's just-opened (still empty) line already makes its previous one final.
+ * `cut`: ids of agent lines the person talked over by typing (see `lineBeingSaid`); such a line reads as
+ * interrupted once it is final, never while it is still in progress.
  */
-export function buildTranscript(lines: readonly RawLine[], agentState: AgentState | undefined): TranscriptLine[] {
+export function buildTranscript(
+  lines: readonly RawLine[],
+  agentState: AgentState | undefined,
+  cut: ReadonlySet<string> = new Set(),
+): TranscriptLine[] {
   const sorted = [...lines].sort((a, b) => a.timestamp - b.timestamp);
   const seenLater = new Set<Speaker>();
   const marked: TranscriptLine[] = new Array<TranscriptLine>(sorted.length);
   for (let i = sorted.length - 1; i >= 0; i -= 1) {
     const line = sorted[i]!;
-    marked[i] = { ...line, final: isLineFinal(line, seenLater.has(line.speaker), agentState) };
+    const final = isLineFinal(line, seenLater.has(line.speaker), agentState);
+    marked[i] = { ...line, final, interrupted: final && line.speaker === 'agent' && !line.typed && cut.has(line.id) };
     seenLater.add(line.speaker);
   }
   return marked.filter((l) => l.text.trim().length > 0);
+}
+
+/**
+ * The id of the agent line being said right now (the newest spoken agent line, not yet final), or null.
+ * Read it just before the person's typed question goes out: that is the line the question cuts off.
+ */
+export function lineBeingSaid(lines: readonly RawLine[], agentState: AgentState | undefined): string | null {
+  const agentLines = lines.filter((l) => l.speaker === 'agent' && !l.typed);
+  const newest = agentLines.reduce<RawLine | null>((a, b) => (a === null || b.timestamp >= a.timestamp ? b : a), null);
+  if (newest === null) return null;
+  // A newer typed agent line would also make it final; isLineFinal's own rule for the newest one decides.
+  const newerTyped = lines.some((l) => l.speaker === 'agent' && l.typed && l.timestamp > newest.timestamp);
+  return isLineFinal(newest, newerTyped, agentState) ? null : newest.id;
 }
