@@ -121,6 +121,10 @@ class IndexFollower:
         self._failed: index.FileIdentity | None = None
         self._record_warned = False
 
+    def failed(self, identity: index.FileIdentity) -> None:
+        """This file could not be loaded (the error is logged): leave it until the index changes again."""
+        self._failed = identity
+
     def served_identity(self) -> index.FileIdentity | None:
         searcher = self.state.searcher
         return searcher.index.identity if searcher is not None else None
@@ -136,7 +140,7 @@ class IndexFollower:
             try:
                 searcher = await anyio.to_thread.run_sync(self.load)
             except Exception as exc:  # any failure to load: the old index stays, one line says why
-                self._failed = current
+                self.failed(current)
                 held = old.index.generation if old is not None else "none"
                 log.error("changed index could not be loaded; still serving generation %s: %s", held, exc)
                 return
@@ -342,12 +346,15 @@ def build_app(
 
     async def load_in_background() -> None:
         assert loader is not None
+        before = index.file_identity(follower.data_dir) if follower is not None else None
         try:
             state.set(await anyio.to_thread.run_sync(loader))
             log.info("index loaded: %d articles", state.searcher.article_count if state.searcher else 0)
         except Exception as exc:
             state.error = str(exc)
             log.error("index could not be loaded: %s", exc)
+            if follower is not None and before is not None and index.file_identity(follower.data_dir) == before:
+                follower.failed(before)  # the same file, untouched since: said once is enough
         if follower is not None:  # also after a failed load: an index imported later is served without a restart
             await follower.follow()
 

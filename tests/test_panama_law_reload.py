@@ -119,8 +119,9 @@ def _server_env() -> dict[str, str]:
 
 
 @contextlib.contextmanager
-def serve(data_dir: Path, log: Path, env: dict[str, str] | None = None) -> Iterator[Served]:
-    """`python -m panama_law serve` on `data_dir` and a free loopback port, until the block ends."""
+def serve(data_dir: Path, log: Path, env: dict[str, str] | None = None, ready: int = 200) -> Iterator[Served]:
+    """`python -m panama_law serve` on `data_dir` and a free loopback port, until the block ends; ready once health
+    answers with status `ready` (503: the index could not be loaded)."""
     port = free_port()
     command = [sys.executable, "-m", "panama_law", "serve", "--port", str(port), "--token", TOKEN]
     with log.open("wb") as sink:
@@ -137,7 +138,8 @@ def serve(data_dir: Path, log: Path, env: dict[str, str] | None = None) -> Itera
         while True:
             assert process.poll() is None, f"the server exited: {served.log_text()}"
             with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(f"{served.url}/healthz", timeout=2).status_code == 200:
+                health = httpx.get(f"{served.url}/healthz", timeout=2)
+                if health.status_code == ready and (ready == 200 or health.json()["status"] == "error"):
                     break
             assert time.monotonic() < deadline, f"the server never became healthy: {served.log_text()}"
             time.sleep(0.1)
@@ -338,6 +340,21 @@ async def test_an_index_that_cannot_be_loaded_leaves_the_old_one_served_with_one
         _swap_in(v2, data)
         server.wait_generation(index.current_generation(v2) or "")
         assert await _session(server.url, lambda s: _results(s, SWAP_QUESTIONS[0])) == _expected(v2)[SWAP_QUESTIONS[0]]
+
+
+async def test_a_server_that_started_on_a_broken_index_serves_the_next_good_one(tmp_path: Path) -> None:
+    """A server whose index could not be loaded at start (health 503, "error") serves an index swapped in later,
+    without a restart, and does not log the start's failure a second time."""
+    good = _base_dir(tmp_path, "good")
+    data = tmp_path / "data"
+    data.mkdir()
+    index.index_path(data).write_bytes(b"not an index\n" * 100)
+    with serve(data, tmp_path / "serve.log", ready=503) as server:
+        await asyncio.sleep(2.5)  # one backstop check (every 2 s) on the broken file
+        _swap_in(good, data)
+        server.wait_generation(index.current_generation(good) or "")
+        assert server.health()["articles"] == len(BASE_TEXTS)
+        assert server.log_text().count("could not be loaded") == 1, server.log_text()
 
 
 # --- what the CLI says ---------------------------------------------------------------------------------------------
