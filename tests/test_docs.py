@@ -2,8 +2,8 @@
 docs resolves, and no doc cites a generated (gitignored) file as if it were committed.
 
 The files checked: README.md, CHANGELOG.md, docs/*.md, research/*.md and the question sets' cards
-(bench/eval/*.md). A link is `[text](target)` or `![alt](target)` outside fenced code; `http(s)://` and
-`mailto:` targets are not followed. An anchor must name a heading of the target file, slugged as GitHub
+(bench/eval/*.md, bench/eval/norms/*.md). A link is `[text](target)` or `![alt](target)` outside fenced code;
+`http(s)://` and `mailto:` targets are not followed. An anchor must name a heading of the target file, slugged as GitHub
 slugs it (lower case, punctuation but `-` and `_` dropped, spaces to `-`, `-1`, `-2`... for repeats).
 """
 
@@ -34,7 +34,12 @@ PRODUCED = re.compile(
 def doc_files(root: Path = REPO_ROOT) -> list[Path]:
     """Every documentation file these checks cover, relative to `root`."""
     files = [root / "README.md", root / "CHANGELOG.md"]
-    for folder, pattern in (("docs", "*.md"), ("research", "*.md"), ("bench/eval", "*.md")):
+    for folder, pattern in (
+        ("docs", "*.md"),
+        ("research", "*.md"),
+        ("bench/eval", "*.md"),
+        ("bench/eval/norms", "*.md"),
+    ):
         files += sorted((root / folder).glob(pattern))
     return [f for f in files if f.is_file()]
 
