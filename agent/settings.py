@@ -11,7 +11,7 @@ import ipaddress
 import os
 from functools import lru_cache
 from pathlib import Path
-from typing import Annotated, Literal, Self
+from typing import Annotated, Any, Literal, Self
 from urllib.parse import urlsplit
 
 from pydantic import AnyHttpUrl, Field, SecretStr, ValidationError, field_validator, model_validator
@@ -56,8 +56,15 @@ def _default_max_jobs() -> int:
     return 2 * (os.cpu_count() or 1)
 
 
+# `VAR=` (an empty value in the environment or in `.env`) means "not set", for every setting: an `export VAR=` left
+# in a shell or a Makefile must never turn into a path ".", a port "" that fails to parse, or an empty URL.
+_ENV_CONFIG = SettingsConfigDict(
+    env_file=".env", env_file_encoding="utf-8", extra="ignore", case_sensitive=False, env_ignore_empty=True
+)
+
+
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_file=".env", env_file_encoding="utf-8", extra="ignore", case_sensitive=False)
+    model_config = _ENV_CONFIG
 
     # LiveKit
     livekit_url: str = Field(default="ws://127.0.0.1:7880", alias="LIVEKIT_URL")
@@ -162,7 +169,7 @@ class Settings(BaseSettings):
     )
     @classmethod
     def _empty_is_unset(cls, v: object) -> object:
-        """`KEY=` in a .env file means "not set", not "set to nothing"."""
+        """A blank value (`KEY= ` with spaces, or "" passed as an argument) means "not set" as an empty one does."""
         return None if isinstance(v, str) and not v.strip() else v
 
     @field_validator("max_jobs", mode="before")
@@ -242,6 +249,37 @@ class Settings(BaseSettings):
     def digest_key_file(self) -> Path:
         """Where the digest key lives: LEXVOZ_DIGEST_KEY_PATH, or beside the ledger (same volume, same owner)."""
         return self.digest_key_path or self.ledger_path.with_name("digest.key")
+
+
+class StackSettings(BaseSettings):
+    """`python -m agent run`'s defaults (`make run`): where the local stack listens and keeps its files.
+
+    Read like every other setting, so `make run` takes them from the environment or `.env` with an empty value
+    meaning "not set"; the command's flags override them. The search server's own variables (PANAMA_LAW_*) name
+    the same things here as they do for `python -m panama_law serve`. Ports are fixed (never 0): the stack
+    tells each part where the others are before any of them has started.
+    """
+
+    model_config = _ENV_CONFIG
+
+    livekit_port: int = Field(default=7880, ge=1, le=65535, alias="LEXVOZ_LIVEKIT_PORT")
+    search_port: int = Field(default=8765, ge=1, le=65535, alias="PANAMA_LAW_PORT")
+    web_port: int = Field(default=8080, ge=1, le=65535, alias="LEXVOZ_WEB_PORT")
+    standin_port: int = Field(default=8790, ge=1, le=65535, alias="LEXVOZ_STANDIN_PORT")
+    data_dir: Path = Field(default=Path("data"), alias="PANAMA_LAW_DATA_DIR")
+    log_dir: Path = Field(default=Path("var/log"), alias="LEXVOZ_LOG_DIR")
+    # A local Constitution JSON to build the index from instead of downloading the pinned one.
+    source: Path | None = Field(default=None, alias="PANAMA_LAW_SOURCE")
+    norms_dir: Path | None = Field(default=None, alias="PANAMA_LAW_NORMS_DIR")
+
+
+def load_stack_settings(overrides: dict[str, Any] | None = None) -> StackSettings:
+    """The stack's settings (`overrides`, by variable name, win over the environment: the command's flags), or
+    SettingsError with one line naming the variable."""
+    try:
+        return StackSettings(**(overrides or {}))
+    except ValidationError as exc:
+        raise SettingsError(_first_error_line(exc)) from None
 
 
 def _first_error_line(exc: ValidationError) -> str:

@@ -19,7 +19,11 @@ MCP_PATH = "/mcp"
 
 
 class ServerSettings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="PANAMA_LAW_", extra="ignore", case_sensitive=False)
+    # `PANAMA_LAW_SOURCE=` (an empty value) means "not set" for every variable: read as given, it was the path "."
+    # and the first-run build failed with "unsupported file type"; an empty port failed to parse.
+    model_config = SettingsConfigDict(
+        env_prefix="PANAMA_LAW_", extra="ignore", case_sensitive=False, env_ignore_empty=True
+    )
 
     host: str = Field(default=DEFAULT_HOST, min_length=1)
     port: int = Field(default=DEFAULT_PORT, ge=0, le=65535)
@@ -41,7 +45,7 @@ class ServerSettings(BaseSettings):
     @field_validator("token")
     @classmethod
     def _non_blank_token(cls, v: SecretStr | None) -> SecretStr | None:
-        """An empty PANAMA_LAW_TOKEN means "no token", not "the empty string is the token"."""
+        """A blank PANAMA_LAW_TOKEN (or --token "") means "no token", not "the empty string is the token"."""
         if v is None or not v.get_secret_value().strip():
             return None
         return v

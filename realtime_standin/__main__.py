@@ -8,6 +8,8 @@ configure it without building a command line:
 - ``REALTIME_STANDIN_FALLBACK_TRANSCRIPT``: text for every turn once the list is used up
 - ``REALTIME_STANDIN_SPEED``: pacing factor (1.0 = real time)
 
+An empty (or blank) variable counts as unset, as for every Lexvoz setting.
+
 Once listening it prints one line, ``realtime-standin ready <base_url>``, so a parent process
 that passed ``--port 0`` can read the chosen port.
 """
@@ -28,8 +30,13 @@ from .policy import DEFAULT_FALLBACK_TRANSCRIPT, DEFAULT_TOOL_NAME
 from .server import RealtimeStandIn, is_loopback
 
 
+def _env(name: str) -> str:
+    """The variable's value, "" when unset: an empty (or blank) variable means "not set", as in every setting."""
+    return os.environ.get(name, "").strip()
+
+
 def _env_transcripts() -> list[str]:
-    raw = os.environ.get("REALTIME_STANDIN_TRANSCRIPTS", "").strip()
+    raw = _env("REALTIME_STANDIN_TRANSCRIPTS")
     if not raw:
         return []
     try:
@@ -55,13 +62,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--fallback-transcript",
-        default=os.environ.get("REALTIME_STANDIN_FALLBACK_TRANSCRIPT", DEFAULT_FALLBACK_TRANSCRIPT),
+        default=_env("REALTIME_STANDIN_FALLBACK_TRANSCRIPT") or DEFAULT_FALLBACK_TRANSCRIPT,
         help="transcript once the list is used up",
     )
     parser.add_argument(
         "--speed",
         type=float,
-        default=float(os.environ.get("REALTIME_STANDIN_SPEED", "1.0")),
+        default=_env("REALTIME_STANDIN_SPEED") or "1.0",  # a string: argparse converts it, or names the bad value
         help="output pacing factor (1.0 = real time, larger = faster)",
     )
     parser.add_argument("--function-call-delay", type=float, default=0.0, help="seconds before each function call")
