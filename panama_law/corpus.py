@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import re
+import time
 from typing import Any
 
 import httpx
@@ -23,6 +25,14 @@ SOURCE_URL = (
 SOURCE_SHA256 = "d9c1aeb48449c9c170d6309529430c3c77fdd34ac71114b3f784c33f78e0ac3b"
 DOCUMENT_NAME = "Constitución Política de la República de Panamá"
 MAX_SOURCE_BYTES = 20 * 1024 * 1024
+# Short on purpose: without network a first run must say so within seconds, not after a minute of silence. The
+# connect timeout covers a host that drops packets; the read timeout (between two chunks, not for the whole file)
+# covers a server or proxy that accepts the connection and never answers.
+CONNECT_TIMEOUT_S = 3.0
+READ_TIMEOUT_S = 4.0
+PROGRESS_EVERY_S = 1.0
+
+log = logging.getLogger(__name__)
 
 _ARTICLE_KEY = re.compile(r"^articulo-(\d{1,4})$")
 _CHAPTERS_KEY = "capitulos"
@@ -45,12 +55,26 @@ def verify_checksum(data: bytes, expected: str | None) -> None:
         raise CorpusError(f"checksum mismatch: expected sha256 {expected.lower()}, got {actual}")
 
 
-def download(url: str = SOURCE_URL, *, timeout_s: float = 30.0, max_bytes: int = MAX_SOURCE_BYTES) -> bytes:
-    """Fetch the source file; bounded in size so a wrong URL cannot fill memory."""
+def download(
+    url: str = SOURCE_URL,
+    *,
+    timeout_s: float = READ_TIMEOUT_S,
+    connect_timeout_s: float = CONNECT_TIMEOUT_S,
+    max_bytes: int = MAX_SOURCE_BYTES,
+) -> bytes:
+    """Fetch the source file; bounded in size so a wrong URL cannot fill memory, and in time so no network fails fast.
+
+    Progress goes to the log (bytes and percent, about once a second, and always the last line), since a first run
+    downloads before it can serve anything and a slow link must not look hung. The program builds the index from
+    these bytes next (`build.download_and_build`), which takes longer than the download, so the last line says so.
+    `timeout_s` bounds each wait for data, `connect_timeout_s` the connection.
+    """
+    timeout = httpx.Timeout(timeout_s, connect=connect_timeout_s)
     try:
-        with httpx.Client(timeout=timeout_s, follow_redirects=True) as client:
+        with httpx.Client(timeout=timeout, follow_redirects=True) as client:
             with client.stream("GET", url) as response:
                 response.raise_for_status()
+                progress = _Progress(url, _content_length(response))
                 chunks: list[bytes] = []
                 total = 0
                 for chunk in response.iter_bytes():
@@ -58,9 +82,59 @@ def download(url: str = SOURCE_URL, *, timeout_s: float = 30.0, max_bytes: int =
                     if total > max_bytes:
                         raise CorpusError(f"download larger than {max_bytes} bytes; refusing it")
                     chunks.append(chunk)
+                    progress.update(response.num_bytes_downloaded)
+                progress.finish(response.num_bytes_downloaded)
     except httpx.HTTPError as exc:
-        raise CorpusError(f"download failed: {exc}") from exc
+        raise CorpusError(f"download failed: {_describe(exc)}") from exc
     return b"".join(chunks)
+
+
+def _content_length(response: httpx.Response) -> int | None:
+    """Bytes on the wire, when the server says (compared with `num_bytes_downloaded`, also bytes on the wire)."""
+    try:
+        length = int(response.headers.get("content-length", ""))
+    except ValueError:
+        return None
+    return length if length > 0 else None
+
+
+def _describe(exc: httpx.HTTPError) -> str:
+    """The error in words a person can act on: httpx's timeouts say only "timed out", or nothing at all."""
+    if isinstance(exc, httpx.ConnectTimeout):
+        return "no connection to the server (connect timed out)"
+    if isinstance(exc, httpx.ReadTimeout):
+        return "the server accepted the connection but did not answer in time (read timed out)"
+    if isinstance(exc, httpx.HTTPStatusError):  # httpx's own text adds a second line with a link
+        return f"HTTP {exc.response.status_code} {exc.response.reason_phrase} from {exc.request.url}"
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _size(n: int) -> str:
+    return f"{n / 1_000_000:.1f} MB" if n >= 1_000_000 else f"{n / 1000:.0f} kB"
+
+
+class _Progress:
+    """Log lines for one download: where from, then done/total (percent), at most about once a second."""
+
+    def __init__(self, url: str, total: int | None) -> None:
+        self.total = total
+        self.last = time.monotonic()
+        log.info("downloading %s (%s)", url, _size(total) if total else "size not announced")
+
+    def _amount(self, done: int) -> str:
+        if not self.total:
+            return _size(done)
+        return f"{_size(done)} of {_size(self.total)} ({min(100, done * 100 // self.total)}%)"
+
+    def update(self, done: int) -> None:
+        now = time.monotonic()
+        if now - self.last >= PROGRESS_EVERY_S:
+            self.last = now
+            log.info("downloaded %s", self._amount(done))
+
+    def finish(self, done: int) -> None:
+        log.info("downloaded %s; building the search index …", self._amount(done))
 
 
 def parse(data: bytes) -> list[Article]:

@@ -15,6 +15,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 from agent.settings import get_settings
@@ -59,7 +60,7 @@ def find_or_build(*, build: bool = True, log: bool = True) -> Path:
             f"building livekit-server {VERSION} with go install (first run only; several minutes on 2 cores) ...",
             file=sys.stderr,
         )
-    env = {**os.environ, "GOBIN": str(cache_dir()), "CGO_ENABLED": os.environ.get("CGO_ENABLED", "0")}
+    env = {**os.environ, "GOBIN": str(cache_dir()), "CGO_ENABLED": os.environ.get("CGO_ENABLED") or "0"}
     _go_install_with_progress([go, "install", "-v", f"{GO_MODULE}@{VERSION}"], env, log=log)
     if not cached.is_file():
         raise LiveKitServerMissing(f"go install finished but {cached} is missing")
@@ -158,10 +159,20 @@ def local_config(port: int = 7880, template: Path | None = None) -> Path:
     return Path(name)
 
 
+class ReportedFailure(RuntimeError):
+    """The service answered, and its answer says it will not become ready (no point waiting any longer)."""
+
+
 def wait_http(
-    url: str, proc: subprocess.Popen[bytes] | None = None, *, timeout: float = 30, ok_only: bool = False
+    url: str,
+    proc: subprocess.Popen[bytes] | None = None,
+    *,
+    timeout: float = 30,
+    ok_only: bool = False,
+    failed: Callable[[bytes], bool] | None = None,
 ) -> None:
-    """Return once `url` answers (below 500; exactly 200 with `ok_only`); fail early if `proc` exits."""
+    """Return once `url` answers (below 500; exactly 200 with `ok_only`); fail early if `proc` exits, or with
+    ReportedFailure as soon as `failed` says an error answer's body is final (a health check saying "error")."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc is not None and proc.poll() is not None:
@@ -171,6 +182,8 @@ def wait_http(
                 if resp.status == 200 or not ok_only:
                     return
         except urllib.error.HTTPError as exc:
+            if failed is not None and failed(exc.read()):
+                raise ReportedFailure(f"{url} answered {exc.code} and reports an error") from None
             if not ok_only and exc.code < 500:
                 return
         except OSError:

@@ -8,7 +8,9 @@ same `Stack`, so what the tests prove is what a developer runs.
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import re
 import secrets
 import signal
 import subprocess
@@ -20,7 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from agent.devstack import livekit_server
-from agent.settings import DEV_API_KEY, DEV_API_SECRET
+from agent.devstack.first_run import FirstRunError, build_index_if_missing
+from agent.settings import DEV_API_KEY, DEV_API_SECRET, SettingsError, StackSettings, load_stack_settings
 
 
 @dataclass
@@ -47,6 +50,9 @@ class StackOptions:
     ledger_path: Path | None = None
 
 
+_Verdict = Callable[[bytes], bool] | None  # does an error answer's body say the service will never be ready?
+
+
 @dataclass
 class _Child:
     name: str
@@ -64,7 +70,9 @@ class Stack:
         self.children: list[_Child] = []
         self.mcp_token = secrets.token_urlsafe(24)
         self.rehearsal = (
-            self.opts.rehearsal if self.opts.rehearsal is not None else not os.environ.get("OPENAI_API_KEY")
+            self.opts.rehearsal
+            if self.opts.rehearsal is not None
+            else not os.environ.get("OPENAI_API_KEY", "").strip()  # as the settings read it: blank is unset
         )
 
     @property
@@ -131,35 +139,26 @@ class Stack:
         self.children.append(_Child("livekit-server", proc, log, term_twice=True))
 
     def _start_search(self) -> None:
-        args = [
-            "-m",
-            "panama_law",
-            "serve",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(self.opts.search_port),
-            "--data-dir",
-            str(self.opts.data_dir),
-        ]
+        port, data_dir = str(self.opts.search_port), str(self.opts.data_dir)
+        args = ["-m", "panama_law", "serve", "--host", "127.0.0.1", "--port", port, "--data-dir", data_dir]
         if self.opts.source is not None:
             args += ["--source", str(self.opts.source)]
         if self.opts.norms_dir is not None:
             args += ["--norms-dir", str(self.opts.norms_dir)]
         env = {**self.common_env(), "PANAMA_LAW_TOKEN": self.mcp_token, **self.opts.search_env}
-        self._spawn("search", args, env)
-        self._wait(f"http://127.0.0.1:{self.opts.search_port}/healthz", "search", timeout=180, ok_only=True)
+        log = self.opts.log_dir / "search.log"
+        this_run = log.stat().st_size if log.exists() else 0  # the log is appended to: older runs' errors are above
+        child = self._spawn("search", args, env)
+        url = f"http://127.0.0.1:{self.opts.search_port}/healthz"
+        try:  # a first-run build (download, embedding) may take minutes; a failed one says so on /healthz
+            self._wait(url, "search", timeout=180, ok_only=True, failed=_health_says_error)
+        except livekit_server.ReportedFailure:
+            reason = _error_line(child.log, this_run) or "its /healthz reports status error"
+            raise RuntimeError(f"search did not start: {reason} (log: {child.log})") from None
 
     def _start_standin(self) -> None:
-        args = [
-            "-m",
-            "realtime_standin",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(self.opts.standin_port),
-            *self.opts.standin_args,
-        ]
+        port = str(self.opts.standin_port)
+        args = ["-m", "realtime_standin", "--host", "127.0.0.1", "--port", port, *self.opts.standin_args]
         self._spawn("realtime-standin", args, self.common_env())
         self._wait(f"{self.standin_url}/healthz", "realtime-standin", timeout=30)
 
@@ -190,10 +189,12 @@ class Stack:
         self.children.append(child)
         return child
 
-    def _wait(self, url: str, name: str, *, timeout: float, ok_only: bool = False) -> None:
+    def _wait(self, url: str, name: str, *, timeout: float, ok_only: bool = False, failed: _Verdict = None) -> None:
         child = next(c for c in self.children if c.name == name)
         try:
-            livekit_server.wait_http(url, child.proc, timeout=timeout, ok_only=ok_only)
+            livekit_server.wait_http(url, child.proc, timeout=timeout, ok_only=ok_only, failed=failed)
+        except livekit_server.ReportedFailure:
+            raise
         except (TimeoutError, RuntimeError) as exc:
             tail = _tail(child.log)
             raise RuntimeError(f"{name} did not start: {exc}\n--- last lines of {child.log} ---\n{tail}") from None
@@ -269,6 +270,31 @@ def _wait_for_text(path: Path, needle: str, proc: subprocess.Popen[bytes], *, ti
     raise TimeoutError(f"worker did not register within {timeout:.0f} s\n{_tail(path)}")
 
 
+def _health_says_error(body: bytes) -> bool:
+    """The search server's /healthz body says its index could not be loaded: it will not become ready."""
+    try:
+        return bool(json.loads(body).get("status") == "error")
+    except (ValueError, AttributeError):
+        return False
+
+
+def _error_line(log: Path, offset: int = 0, wait_s: float = 2.0) -> str | None:
+    """The message of the last ERROR record after `offset` (the search server logs why right after /healthz says
+    error, so a moment's wait may be needed to read it)."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            with open(log, "rb") as fh:
+                fh.seek(offset)
+                lines = fh.read().decode(errors="replace").splitlines()
+        except OSError:
+            lines = []
+        found = [m.group(1).strip() for line in lines if (m := re.search(r"\bERROR\s+[\w.]+:\s*(.+)$", line))]
+        if found or time.monotonic() >= deadline:
+            return found[-1] if found else None
+        time.sleep(0.1)
+
+
 def _tail(path: Path, lines: int = 25) -> str:
     try:
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
@@ -276,38 +302,50 @@ def _tail(path: Path, lines: int = 25) -> str:
         return "(no log)"
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m agent run", description="Run the whole Lexvoz stack locally.")
-    p.add_argument(
-        "--source",
-        type=Path,
-        default=os.environ.get("PANAMA_LAW_SOURCE") or None,
-        help="a local copy of the Constitution JSON to index (default: download the pinned file)",
+def _flag(p: argparse.ArgumentParser, flag: str, name: str, kind: type, help_text: str) -> None:
+    """A flag whose default is the environment setting of that name, and whose help names the variable."""
+    info = StackSettings.model_fields[name]
+    shown = "" if info.default is None else f", default {info.default}"
+    p.add_argument(flag, dest=name, type=kind, default=None, help=f"{help_text} (env {info.alias}{shown})")
+
+
+def options_from_args(argv: list[str] | None = None) -> StackOptions:
+    """The stack's options: each flag, else its environment variable (an empty one is unset), else the default."""
+    p = argparse.ArgumentParser(
+        prog="python -m agent run",
+        description="Run the whole Lexvoz stack locally. On the first run it builds the search index first "
+        "(downloading the pinned Constitution JSON from PANAMA_LAW_SOURCE_URL unless --source is given).",
     )
-    p.add_argument(
-        "--norms-dir",
-        type=Path,
-        default=os.environ.get("PANAMA_LAW_NORMS_DIR") or None,
-        help="a folder of laws and codes (.txt, .pdf, .jsonl) to import beside the Constitution",
-    )
-    p.add_argument("--web-port", type=int, default=int(os.environ.get("LEXVOZ_WEB_PORT", "8080")))
-    p.add_argument("--livekit-port", type=int, default=7880)
-    p.add_argument("--search-port", type=int, default=8765)
-    p.add_argument("--standin-port", type=int, default=8790)
-    p.add_argument("--data-dir", type=Path, default=Path("data"))
-    p.add_argument("--log-dir", type=Path, default=Path("var/log"))
+    _flag(p, "--source", "source", Path, "a local copy of the Constitution JSON to index instead of downloading it")
+    _flag(p, "--norms-dir", "norms_dir", Path, "a folder of laws and codes (.txt, .pdf, .jsonl) to import as well")
+    _flag(p, "--web-port", "web_port", int, "port of the page and token service")
+    _flag(p, "--livekit-port", "livekit_port", int, "livekit-server's signalling port")
+    _flag(p, "--search-port", "search_port", int, "port of the search server")
+    _flag(p, "--standin-port", "standin_port", int, "port of the Realtime stand-in (rehearsal mode)")
+    _flag(p, "--data-dir", "data_dir", Path, "where the search index is built and kept")
+    _flag(p, "--log-dir", "log_dir", Path, "where each part's log is written")
     args = p.parse_args(argv)
-    options = StackOptions(
-        source=args.source,
-        norms_dir=args.norms_dir,
-        web_port=args.web_port,
-        livekit_port=args.livekit_port,
-        search_port=args.search_port,
-        standin_port=args.standin_port,
-        data_dir=args.data_dir,
-        log_dir=args.log_dir,
-        start_worker=False,  # the doctor checks the deployment first
-    )
+    flags = {info.alias or name: getattr(args, name) for name, info in StackSettings.model_fields.items()}
+    settings = load_stack_settings({alias: value for alias, value in flags.items() if value is not None})
+    return StackOptions(**settings.model_dump(), start_worker=False)  # the doctor checks the deployment first
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        options = options_from_args(argv)
+    except SettingsError as exc:
+        print(f"lexvoz: {exc}", file=sys.stderr)
+        return 2
+    # Until the stack's own handlers are in place, SIGTERM stops the first-run build the way Ctrl-C does.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    try:
+        build_index_if_missing(options)
+    except FirstRunError as exc:
+        print(f"lexvoz: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("Stopped.", file=sys.stderr)
+        return 130
     stack = Stack(options)
     if stack.rehearsal:
         print(
