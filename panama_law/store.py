@@ -5,7 +5,8 @@ refused or failed import leaves the existing index byte for byte as it was, and 
 changed file on its own (`panama_law.server`), reads either the old file or the new one, never a half-written one.
 Each write gives the copy the next generation (`index.generation_of`), by which a server says what it serves. Only
 the norms being written are embedded; the others' rows and vectors are copied. A format-1 index (the Constitution
-alone) is converted into the copy on the first write.
+alone) is converted into the copy on the first write. Writes to one data dir take turns (an exclusive lock on the
+data dir), so two imports at once are written one after the other and neither norm is lost.
 """
 
 from __future__ import annotations
@@ -33,9 +34,34 @@ log = logging.getLogger(__name__)
 
 
 @contextlib.contextmanager
+def _write_turn(data_dir: Path) -> Iterator[None]:
+    """Hold an exclusive lock on the data dir itself for the block: a second writer waits, then copies the first
+    one's result rather than the index both started from (which would lose the first one's change). The lock is on
+    the directory, so no lock file is left beside the index, and the system releases it if the process dies; where
+    there is no `fcntl` (Windows), writes are not serialized."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - POSIX everywhere this runs
+        yield
+        return
+    fd = os.open(data_dir, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing the descriptor releases the lock
+
+
+@contextlib.contextmanager
 def _rewrite(data_dir: Path) -> Iterator[sqlite3.Connection]:
     """A writable copy of the index (format 2, created or converted as needed), swapped in if the block succeeds."""
     data_dir.mkdir(parents=True, exist_ok=True)
+    with _write_turn(data_dir), _copy_and_swap(data_dir) as db:
+        yield db
+
+
+@contextlib.contextmanager
+def _copy_and_swap(data_dir: Path) -> Iterator[sqlite3.Connection]:
     final = index.index_path(data_dir)
     fd, tmp_name = tempfile.mkstemp(prefix=".panama_law-", suffix=".tmp", dir=data_dir)
     os.close(fd)

@@ -409,3 +409,30 @@ def test_every_write_gives_the_index_a_later_generation(tmp_path: Path) -> None:
     assert index.generation_seq(second) == index.generation_seq(first) + 1
     assert index.load(data).generation == second
     assert index.load(data).identity == index.file_identity(data)
+
+
+def test_imports_run_at_the_same_time_both_end_up_in_the_index(tmp_path: Path) -> None:
+    """Two `import`s started together on one data dir (two operators, or a norms folder at a server's start and a
+    CLI import) are written one after the other, the second from the first's result: neither norm is lost, so the
+    last index a server picks up holds both."""
+    data = _base_dir(tmp_path, "data")
+    laws = [
+        norm_jsonl(tmp_path / f"law{i}.jsonl", f"Ley sintética {i} de 2096", [f"Los gatos de prueba número {i}."])
+        for i in (1, 2)
+    ]
+    runs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "panama_law", "import", str(law), "--wait", "0", "--data-dir", str(data)],
+            cwd=REPO_ROOT,
+            env=_server_env(),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        for law in laws
+    ]
+    for run in runs:
+        _, err = run.communicate(timeout=120)
+        assert run.returncode == 0, err
+    names = {n.name for n in index.list_norms(data)}
+    assert names == {BASE_NORM, "Ley sintética 1 de 2096", "Ley sintética 2 de 2096"}
+    assert index.generation_seq(index.current_generation(data) or "") == 3
