@@ -10,6 +10,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 from typing import TYPE_CHECKING, TextIO
 
 if TYPE_CHECKING:
@@ -74,7 +75,7 @@ def _spawn(args: list[str], env: dict[str, str]) -> subprocess.Popen[str]:
     """Start the build with Ctrl-C and SIGTERM held back meanwhile: one arriving inside `Popen` would leave a child
     running that nobody knows of. A signal that came is raised right after, when the caller can stop the child."""
     deferred: list[int] = []
-    held = (signal.SIGINT, signal.SIGTERM)
+    held = (signal.SIGINT, signal.SIGTERM) if threading.current_thread() is threading.main_thread() else ()
     previous = {sig: signal.signal(sig, lambda sig, _frame: deferred.append(sig)) for sig in held}
     try:
         proc = subprocess.Popen(

@@ -305,16 +305,16 @@ def _tail(path: Path, lines: int = 25) -> str:
 def _flag(p: argparse.ArgumentParser, flag: str, name: str, kind: type, help_text: str) -> None:
     """A flag whose default is the environment setting of that name, and whose help names the variable."""
     info = StackSettings.model_fields[name]
-    shown = "" if info.default is None else f", default {info.default}"
-    p.add_argument(flag, dest=name, type=kind, default=None, help=f"{help_text} (env {info.alias}{shown})")
+    help_text += f" (env {info.alias}" + ("" if info.default is None else f", default {info.default}") + ")"
+    p.add_argument(flag, dest=name, type=kind, default=None, metavar="PORT" if kind is int else "PATH", help=help_text)
 
 
 def options_from_args(argv: list[str] | None = None) -> StackOptions:
     """The stack's options: each flag, else its environment variable (an empty one is unset), else the default."""
     p = argparse.ArgumentParser(
         prog="python -m agent run",
-        description="Run the whole Lexvoz stack locally. On the first run it builds the search index first "
-        "(downloading the pinned Constitution JSON from PANAMA_LAW_SOURCE_URL unless --source is given).",
+        description="Run the whole Lexvoz stack locally. With no search index yet it builds one first, from --source "
+        "or by downloading the pinned Constitution JSON (PANAMA_LAW_SOURCE_URL), and shows the progress.",
     )
     _flag(p, "--source", "source", Path, "a local copy of the Constitution JSON to index instead of downloading it")
     _flag(p, "--norms-dir", "norms_dir", Path, "a folder of laws and codes (.txt, .pdf, .jsonl) to import as well")
