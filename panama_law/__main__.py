@@ -85,9 +85,10 @@ def _cmd_download(settings: ServerSettings) -> int:
 def _report_uptake(data_dir: Path, wait_s: float) -> None:
     """One line on whether the running search servers on this data dir serve the index just written.
 
-    Each server records the generation it serves in the data dir (`index.record_served`), so this works with any
+    Each server records the generation it serves in the data dir (`served.record_served`), so this works with any
     number of data dirs and servers on one machine, asks no port, and returns at once when no server runs there."""
-    from .index import IndexLoadError, current_generation, wait_until_served
+    from .index import IndexLoadError, current_generation
+    from .served import wait_until_served
 
     try:
         generation = current_generation(data_dir)

@@ -7,7 +7,7 @@ server never forces a rebuild before it can serve.
 
 Every write gives the index a new generation (`meta.generation`, "SEQ-RANDOM"): a running server reloads a changed
 file on its own and says which generation it serves, on `/healthz` and in a small record per server in the data dir
-(`.served/`), which is how `import` and `remove` learn when a running server has taken their change.
+(`panama_law.served`), which is how `import` and `remove` learn when a running server has taken their change.
 """
 
 from __future__ import annotations
@@ -17,10 +17,7 @@ import dataclasses
 import json
 import logging
 import os
-import socket
 import sqlite3
-import tempfile
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
@@ -34,8 +31,6 @@ from .norms import Article, NormInfo
 log = logging.getLogger(__name__)
 
 INDEX_FILE = "panama_law.sqlite3"
-SERVED_DIR = ".served"
-"""Beside the index: one JSON record per running server, naming the generation it serves."""
 SCHEMA_VERSION = 2
 LEGACY_SCHEMA_VERSION = 1
 
@@ -359,105 +354,3 @@ def list_norms(data_dir: Path) -> list[NormInfo]:
         NormInfo(name, kind, date, gaceta, url, sha, article_count=count)
         for name, kind, date, gaceta, url, sha, count in rows
     ]
-
-
-# --- which generation running servers serve -------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class ServedRecord:
-    """What one running server serves from this data dir: written by the server after each load, removed when it
-    stops. `host` and `pid` let a reader on the same host skip the record of a server that died without removing it
-    (a server on another host, such as a container sharing the directory, is taken at its word)."""
-
-    generation: str
-    host: str
-    pid: int
-    since: float
-
-    def is_live(self) -> bool:
-        if self.host != socket.gethostname():
-            return True
-        try:
-            os.kill(self.pid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:  # another user's process: it exists
-            return True
-        return True
-
-
-def _served_dir(data_dir: Path) -> Path:
-    return data_dir / SERVED_DIR
-
-
-def record_served(data_dir: Path, instance: str, generation: str) -> None:
-    """Say (atomically: write a copy, swap it in) that server `instance` now serves `generation` of this index."""
-    folder = _served_dir(data_dir)
-    folder.mkdir(exist_ok=True)
-    body = {"generation": generation, "host": socket.gethostname(), "pid": os.getpid(), "since": time.time()}
-    fd, tmp = tempfile.mkstemp(prefix=".record-", suffix=".tmp", dir=folder)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            json.dump(body, out)
-        os.chmod(tmp, 0o644)  # not a secret, and `import` may run as another user than the server
-        os.replace(tmp, folder / f"{instance}.json")
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def forget_served(data_dir: Path, instance: str) -> None:
-    """Remove server `instance`'s record (it is stopping)."""
-    (_served_dir(data_dir) / f"{instance}.json").unlink(missing_ok=True)
-
-
-def served_records(data_dir: Path) -> list[ServedRecord]:
-    """The records of the servers running on this data dir (dead ones on this host skipped); unreadable or
-    half-understood records are skipped too: they only ever tell a reader about progress, never decide anything."""
-    folder = _served_dir(data_dir)
-    records: list[ServedRecord] = []
-    try:
-        paths = sorted(folder.glob("*.json"))
-    except OSError:
-        return []
-    for path in paths:
-        try:
-            raw = json.loads(path.read_text(encoding="utf-8"))
-            record = ServedRecord(str(raw["generation"]), str(raw["host"]), int(raw["pid"]), float(raw["since"]))
-        except (OSError, ValueError, KeyError, TypeError):
-            continue
-        if record.is_live():
-            records.append(record)
-    return records
-
-
-def serves(record_generation: str, written: str) -> bool:
-    """Whether a server serving `record_generation` serves the write that produced `written`: the same one, or a
-    later write of the index, which was made from it."""
-    return record_generation == written or generation_seq(record_generation) > generation_seq(written)
-
-
-@dataclass(frozen=True, slots=True)
-class Uptake:
-    """How a change reached the running servers: how many run on the data dir, how many serve it, and when the
-    last of them took it (seconds after the wait began; None when not all did)."""
-
-    running: int
-    serving: int
-    after_s: float | None
-
-
-def wait_until_served(data_dir: Path, generation: str, timeout_s: float, poll_s: float = 0.05) -> Uptake:
-    """Wait (at most `timeout_s`) until every server running on this data dir serves `generation`. Returns at once
-    when none runs: nothing would take the change sooner than a server's start, which loads the index as it is."""
-    started = time.monotonic()
-    while True:
-        records = served_records(data_dir)
-        serving = sum(serves(r.generation, generation) for r in records)
-        elapsed = time.monotonic() - started
-        if not records or serving == len(records):
-            return Uptake(len(records), serving, elapsed if records else None)
-        if elapsed >= timeout_s:
-            return Uptake(len(records), serving, None)
-        time.sleep(poll_s)

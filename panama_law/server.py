@@ -9,7 +9,7 @@ query only by a keyed fingerprint (`panama_law.fingerprint`).
 Given its data dir, the server follows the index file (`IndexFollower`): `import` and `remove` swap in a new file,
 and the server reads the new one whole in a worker thread and only then swaps the searcher it answers from, so a
 query is answered wholly from the old index or wholly from the new one, and no restart is needed. It says which
-generation it serves on `/healthz` and in its record in the data dir (`index.record_served`), which the CLI reads
+generation it serves on `/healthz` and in its record in the data dir (`served.record_served`), which the CLI reads
 to tell whether its change has been taken.
 """
 
@@ -39,7 +39,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from . import __version__, index
+from . import __version__, index, served
 from .fingerprint import Fingerprinter
 from .schema import (
     INPUT_SCHEMA,
@@ -159,7 +159,9 @@ class IndexFollower:
         if searcher is None:
             return
         try:
-            await anyio.to_thread.run_sync(index.record_served, self.data_dir, self.instance, searcher.index.generation)
+            await anyio.to_thread.run_sync(
+                served.record_served, self.data_dir, self.instance, searcher.index.generation
+            )
         except OSError as exc:
             if not self._record_warned:
                 self._record_warned = True
@@ -167,7 +169,7 @@ class IndexFollower:
 
     def forget(self) -> None:
         with contextlib.suppress(OSError):
-            index.forget_served(self.data_dir, self.instance)
+            served.forget_served(self.data_dir, self.instance)
 
     async def follow(self) -> None:
         """Check now, then on every change of the data dir (or every `recheck_s`), until cancelled."""

@@ -27,7 +27,7 @@ from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
 from panama_law import __main__ as cli
-from panama_law import index
+from panama_law import index, served
 from panama_law.build import import_norms
 from panama_law.schema import TOOL_NAME, to_source
 from panama_law.search import Searcher
@@ -132,18 +132,18 @@ def serve(data_dir: Path, log: Path, env: dict[str, str] | None = None, ready: i
             stdout=sink,
             stderr=subprocess.STDOUT,
         )
-    served = Served(f"http://127.0.0.1:{port}", process, log)
+    running = Served(f"http://127.0.0.1:{port}", process, log)
     try:
         deadline = time.monotonic() + 90
         while True:
-            assert process.poll() is None, f"the server exited: {served.log_text()}"
+            assert process.poll() is None, f"the server exited: {running.log_text()}"
             with contextlib.suppress(httpx.HTTPError):
-                health = httpx.get(f"{served.url}/healthz", timeout=2)
+                health = httpx.get(f"{running.url}/healthz", timeout=2)
                 if health.status_code == ready and (ready == 200 or health.json()["status"] == "error"):
                     break
-            assert time.monotonic() < deadline, f"the server never became healthy: {served.log_text()}"
+            assert time.monotonic() < deadline, f"the server never became healthy: {running.log_text()}"
             time.sleep(0.1)
-        yield served
+        yield running
     finally:
         process.terminate()
         try:
@@ -228,7 +228,7 @@ async def test_a_running_server_serves_an_imported_law_and_forgets_a_removed_one
         # The CLI returned after the server took the change: the very next call no longer finds the law.
         assert NEW_CITATION not in await _citations(server.url, NEW_QUESTION)
         assert server.health()["articles"] == len(BASE_TEXTS)
-    assert not list((data / index.SERVED_DIR).glob("*.json")), "a stopped server leaves no record behind"
+    assert not list((data / served.SERVED_DIR).glob("*.json")), "a stopped server leaves no record behind"
 
 
 async def test_queries_during_swaps_never_fail_and_each_answer_is_wholly_the_old_or_the_new_index(
@@ -367,10 +367,10 @@ def test_import_says_promptly_that_no_running_server_has_taken_it_when_none_runs
     wait out its --wait, it says at once, in one line, that no running server has the change yet."""
     data = _base_dir(tmp_path, "data")
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
-    index.record_served(data, "gone", "1-00000000")
-    record = data / index.SERVED_DIR / "gone.json"
+    served.record_served(data, "gone", "1-00000000")
+    record = data / served.SERVED_DIR / "gone.json"
     record.write_text(record.read_text().replace(f'"pid": {os.getpid()}', f'"pid": {int(dead.stdout)}'))
-    assert index.served_records(data) == []
+    assert served.served_records(data) == []
 
     law = norm_jsonl(tmp_path / "otra.jsonl", "Ley sintética 2 de 2098", ["Los loros de prueba hablan en verso."])
     started = time.monotonic()
@@ -386,16 +386,16 @@ def test_a_server_still_on_the_old_generation_makes_import_wait_then_say_so(
     """A live server's record that never reaches the new generation: import waits --wait seconds, then says how
     many running servers have not taken it; a record of a later generation counts as serving it."""
     data = _base_dir(tmp_path, "data")
-    index.record_served(data, "slow", index.current_generation(data) or "")  # this process: alive
+    served.record_served(data, "slow", index.current_generation(data) or "")  # this process: alive
     assert cli.main(["remove", BASE_NORM, "--wait", "0.3", "--data-dir", str(data)]) == 0
     assert capsys.readouterr().out.splitlines()[-1].startswith("1 of 1 running search servers have not taken it yet")
 
     written = index.current_generation(data) or ""
-    assert index.serves(written, written)
+    assert served.serves(written, written)
     later = f"{index.generation_seq(written) + 1}-ffffffff"
-    assert index.serves(later, written) and not index.serves(f"{index.generation_seq(written)}-ffffffff", written)
-    index.record_served(data, "slow", later)
-    uptake = index.wait_until_served(data, written, timeout_s=0)
+    assert served.serves(later, written) and not served.serves(f"{index.generation_seq(written)}-ffffffff", written)
+    served.record_served(data, "slow", later)
+    uptake = served.wait_until_served(data, written, timeout_s=0)
     assert (uptake.running, uptake.serving) == (1, 1) and uptake.after_s is not None
 
 
