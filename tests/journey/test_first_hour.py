@@ -159,6 +159,8 @@ def make_run(tmp_path: Path, constitution_path: Path) -> Iterator[Run]:
             "PANAMA_LAW_DATA_DIR": str(data_dir),
             "PANAMA_LAW_PORT": str(free_port()),
             "LEXVOZ_LOG_DIR": str(log_dir),
+            # The ledger and its digest key default to var/ in the checkout; a test leaves the checkout alone.
+            "LEXVOZ_LEDGER_PATH": str(tmp_path / "ledger.sqlite3"),
             "LEXVOZ_WEB_PORT": str(free_port()),
             "LEXVOZ_LIVEKIT_PORT": str(livekit_port()),
             "LEXVOZ_STANDIN_PORT": str(free_port()),
@@ -247,6 +249,8 @@ def test_first_hour_of_a_new_user(make_run: Run) -> None:
         imported = _import_law(run)
         assert imported.returncode == 0, f"import failed:\n{imported.stdout}\n{imported.stderr}"
         assert LAW_NAME in imported.stdout, imported.stdout
+        # The user is told the running stack has taken the law, so they know no restart is needed.
+        assert "the running search server now serves it" in imported.stdout, imported.stdout
         assert browser.stdin is not None
         browser.stdin.write("imported\n")
         browser.stdin.close()
