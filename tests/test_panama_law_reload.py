@@ -436,3 +436,28 @@ def test_imports_run_at_the_same_time_both_end_up_in_the_index(tmp_path: Path) -
     names = {n.name for n in index.list_norms(data)}
     assert names == {BASE_NORM, "Ley sintética 1 de 2096", "Ley sintética 2 de 2096"}
     assert index.generation_seq(index.current_generation(data) or "") == 3
+
+
+def test_a_folder_import_reports_the_uptake_once_and_an_unchanged_folder_reports_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`import FOLDER` writes the index once per changed file; its uptake line comes once, after the files' lines.
+    Run again on the same folder it writes nothing, so it has nothing to report about running servers."""
+    data = _base_dir(tmp_path, "data")
+    folder = tmp_path / "normas"
+    folder.mkdir()
+    norm_jsonl(folder / "a.jsonl", "Ley sintética 4 de 2096", ["Los patos de prueba nadan en fila."])
+    norm_jsonl(folder / "b.jsonl", "Ley sintética 5 de 2096", ["Las ranas de prueba saltan de noche."])
+    served.record_served(data, "old", index.current_generation(data) or "")  # a live server (this process) lagging
+
+    assert cli.main(["import", str(folder), "--wait", "0.2", "--data-dir", str(data)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[:2] == ["a.jsonl: imported (Ley sintética 4 de 2096)", "b.jsonl: imported (Ley sintética 5 de 2096)"]
+    assert len(lines) == 3 and lines[2].startswith("1 of 1 running search servers have not taken it yet")
+
+    served.record_served(data, "old", index.current_generation(data) or "")
+    assert cli.main(["import", str(folder), "--wait", "0.2", "--data-dir", str(data)]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "a.jsonl: unchanged (Ley sintética 4 de 2096)",
+        "b.jsonl: unchanged (Ley sintética 5 de 2096)",
+    ]
