@@ -163,6 +163,38 @@ def error_lines(log: Path) -> list[str]:
     return [line for line in lines if (m := _LEVEL.match(line)) and m.group(1) in ("ERROR", "CRITICAL")]
 
 
+def tracebacks(text: str) -> list[str]:
+    """Every traceback in a stretch of worker log, one line each naming it: the record it belongs to (level,
+    logger, message), then the exception it ends with."""
+    lines = [_ANSI.sub("", line) for line in text.splitlines()]
+    found: list[str] = []
+    for i, line in enumerate(lines):
+        if "Traceback" not in line:
+            continue
+        record = next((lines[j] for j in range(i - 1, -1, -1) if _LEVEL.match(lines[j])), "(no log record before it)")
+        end = next((k for k in range(i + 1, len(lines)) if _LEVEL.match(lines[k])), len(lines))
+        exception = next(
+            (lines[k] for k in range(end - 1, i, -1) if lines[k].strip() and not lines[k][0].isspace()), ""
+        )
+        found.append(f"{record.strip()} -> {exception.strip() or '(no exception line)'}")
+    return found
+
+
+class LogWindow:
+    """What a log gains from now on: remembers its size at creation, `read()` returns everything after it."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.start = path.stat().st_size if path.exists() else 0
+
+    def read(self) -> str:
+        if not self.path.exists():
+            return ""
+        with self.path.open("rb") as log:
+            log.seek(self.start)
+            return log.read().decode(errors="replace")
+
+
 # --------------------------------------------------------------------------------------------------
 # running a browser script
 

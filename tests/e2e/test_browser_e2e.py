@@ -19,6 +19,10 @@ and harness.mjs presses Stop and Start again only if even that brings none (the 
 One stack serves the module; each scenario starts its own worker on it (the XSS one pointed at a test
 search server, the model-failure one live, with a wrong key, at a Realtime endpoint that refuses it),
 so no two workers ever compete for the same rooms. The plumbing is in browser.py.
+
+Accessibility is checked with axe-core (the page's devDependency, evaluated in the page by the scripts):
+every rule it runs by default, WCAG A/AA and its best practices, must pass on the first screen, with
+cards, and after Stop.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ import time
 import warnings
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -42,6 +47,7 @@ from .browser import (
     LOG_TAIL_LINES,
     TONE_AT_S,
     BrowserStack,
+    LogWindow,
     ScriptRun,
     conversation_in_progress,
     error_lines,
@@ -50,6 +56,7 @@ from .browser import (
     require_browser_tools,
     run_script,
     search_server,
+    tracebacks,
     write_wav,
 )
 from .conftest import livekit_port, log_tails
@@ -105,16 +112,45 @@ def browser_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrowserS
 # a whole session on the embedded Constitution
 
 
+# How long after Stop the worker's log is still watched for tracebacks: the worker's side of a Stop (the
+# room closing, the job ending) takes a moment. A bounded look, since no event marks a traceback's absence.
+AFTER_STOP_S = 5.0
+
+# What the page says about where the voice goes (web/src/PrivacyNotice.tsx), written out so that a change
+# to a sentence shows up here.
+VOICE_TO_OPENAI = "Su voz y lo que escriba se envían a OpenAI para transcribirlos y responder."
+VOICE_TO_SIMULATOR = (
+    "Este sitio está en modo de ensayo: su voz y lo que escriba van a un simulador local en este servidor, no a OpenAI."
+)
+
+
+@dataclass(frozen=True)
+class Session:
+    run: ScriptRun
+    worker_log: str  # what the worker logged from the script's start until AFTER_STOP_S after its Stop
+
+
 @pytest.fixture(scope="module")
-def session_run(browser_stack: BrowserStack) -> ScriptRun:
+def session(browser_stack: BrowserStack) -> Session:
     """One session, shared by the tests below: each asserts a different promise about the same run."""
     with browser_stack.worker("constitucion"):
-        return run_script(
+        window = LogWindow(browser_stack.worker_log("constitucion"))
+        run = run_script(
             browser_stack,
             "session.mjs",
             browser_stack.tone_wav,
             {"LEXVOZ_E2E_TONE_AT_MS": str(int(TONE_AT_S * 1000))},
         )
+        stopped_at = run.result.get("stoppedAt")
+        if isinstance(stopped_at, (int, float)):
+            time.sleep(max(0.0, stopped_at / 1000 + AFTER_STOP_S - time.time()))
+        worker_log = window.read()
+    return Session(run, worker_log)
+
+
+@pytest.fixture(scope="module")
+def session_run(session: Session) -> ScriptRun:
+    return session.run
 
 
 def test_session_start_question_sources_stop(session_run: ScriptRun, browser_stack: BrowserStack) -> None:
@@ -156,6 +192,158 @@ def test_rehearsal_answer_reads_back_the_citations(session_run: ScriptRun, brows
     reply = session_run.result["reply"]["text"]
     assert reply.startswith("Modo de ensayo."), reply
     assert "artículo 7" in reply.lower(), reply
+
+
+def test_stop_leaves_no_traceback_in_the_worker_log(session: Session, browser_stack: BrowserStack) -> None:
+    """From Start until a few seconds after «Detener», the worker logs no traceback: a person ending the
+    conversation is the normal way it ends, not an error. Each offending traceback is named by its record."""
+    assert session.run.passed, session.run.explain(browser_stack)
+    assert session.worker_log, "the worker logged nothing during the session"
+    found = tracebacks(session.worker_log)
+    assert found == [], "tracebacks in the worker log between Start and after Stop:\n" + "\n".join(found)
+
+
+# A stretch of worker log as the worker writes it (colour codes included): one clean record, then a
+# WARNING whose traceback must be found and named by its record and its exception.
+WORKER_LOG_WITH_A_TRACEBACK = """\
+2026-12-02 01:30:32,405 - \x1b[32mINFO\x1b[0m livekit.agents - closing agent session \x1b[90m{"room": "r"}\x1b[0m
+2026-12-02 01:30:32,419 - \x1b[33mWARNING\x1b[0m livekit.agents - error while closing the session \x1b[90m{}\x1b[0m
+Traceback (most recent call last):
+  File "/x/agent_session.py", line 10, in aclose
+    await self._activity.drain()
+RuntimeError: the room is already closed
+2026-12-02 01:30:32,439 - \x1b[32mINFO\x1b[0m lexvoz.gateway - MCP session closed: job shutdown
+"""
+
+
+def test_worker_log_tracebacks_are_found_and_named() -> None:
+    """The traceback check above can fail: a traceback in the worker's log format is found, and named by the
+    record it belongs to and the exception it ends with; a log without one yields nothing."""
+    found = tracebacks(WORKER_LOG_WITH_A_TRACEBACK)
+    assert found == [
+        "2026-12-02 01:30:32,419 - WARNING livekit.agents - error while closing the session {} "
+        "-> RuntimeError: the room is already closed"
+    ], found
+    assert tracebacks(WORKER_LOG_WITH_A_TRACEBACK.split("Traceback")[0]) == []
+
+
+def test_axe_finds_no_violations_on_the_first_screen_with_cards_and_after_stop(
+    session_run: ScriptRun, browser_stack: BrowserStack
+) -> None:
+    """axe-core, all its default rules: nothing on the first screen, on the page with source cards, or after Stop
+    (the transcript is a log wrapping a real list; headings go h2 panel, h3 search, h4 source)."""
+    assert session_run.passed, session_run.explain(browser_stack)
+    r = session_run.result
+    assert r["firstScreen"]["axe"] == [], r["firstScreen"]["axe"]
+    assert r["axeWithCards"] == [], r["axeWithCards"]
+    assert r["axeAfterStop"] == [], r["axeAfterStop"]
+
+
+def test_a_search_is_announced_in_one_short_line(session_run: ScriptRun, browser_stack: BrowserStack) -> None:
+    """The research panel's only live region says "N fuentes encontradas" for the search, not its excerpts."""
+    assert session_run.passed, session_run.explain(browser_stack)
+    r = session_run.result
+    n = len(r["cards"])
+    assert r["announcement"] == (f"{n} fuentes encontradas" if n > 1 else "1 fuente encontrada"), r["announcement"]
+    assert r["announced"] == [r["announcement"]], r["announced"]  # one region, and it holds only that line
+    assert r["panelChars"] > 10 * len(r["announcement"]), r["panelChars"]  # what is no longer read out
+
+
+def test_focus_ring_and_chat_box_border_reach_3_to_1(session_run: ScriptRun, browser_stack: BrowserStack) -> None:
+    """The keyboard focus ring (on «Empezar», reached with Tab) and the chat box's border stand out 3:1 or more
+    from what is behind them (WCAG 1.4.11)."""
+    assert session_run.passed, session_run.explain(browser_stack)
+    first = session_run.result["firstScreen"]
+    assert first["focused"] == "start-button", first
+    assert first["focusRingStyle"] == "solid", first
+    assert first["focusRing"]["ratio"] >= 3.0, first["focusRing"]
+    border = session_run.result["chatBorder"]
+    assert border["ratio"] >= 3.0, border
+
+
+def test_cards_of_an_ended_conversation_are_kept_and_set_apart(
+    session_run: ScriptRun, browser_stack: BrowserStack
+) -> None:
+    """After «Detener» the sources stay readable, under a notice that they are the previous conversation's (and
+    go at the next Start), drawn apart; and nothing is announced about them again."""
+    assert session_run.passed, session_run.explain(browser_stack)
+    r = session_run.result
+    assert r["cardsAfterStop"] == len(r["cards"]) > 0, r
+    assert r["endedNotice"] == "Fuentes de la conversación anterior. Se borrarán al pulsar «Empezar».", r
+    assert r["endedStyle"] == "dashed", r
+    assert r["announcedAfterStop"] == [""], r["announcedAfterStop"]
+
+
+def test_the_privacy_notice_says_where_the_voice_goes(session_run: ScriptRun, browser_stack: BrowserStack) -> None:
+    """Before any agent has said its mode, the notice claims neither destination; once the rehearsal agent has,
+    the notice after Stop says the voice stays on this server's simulator, not OpenAI."""
+    assert session_run.passed, session_run.explain(browser_stack)
+    r = session_run.result
+    before = r["firstScreen"]["privacy"]
+    assert before not in (VOICE_TO_OPENAI, VOICE_TO_SIMULATOR), before
+    assert "se envían a OpenAI" not in before and "OpenAI" in before and "simulador local" in before, before
+    assert r["privacyAfterStop"] == VOICE_TO_SIMULATOR, r["privacyAfterStop"]
+
+
+# --------------------------------------------------------------------------------------------------
+# a phone held upright, with reduced motion: interruptions, new sources out of sight, no motion
+
+NEW_SOURCES = re.compile(r"^(\d+) fuentes? nuevas?$")
+
+
+@pytest.fixture(scope="module")
+def narrow_run(browser_stack: BrowserStack) -> ScriptRun:
+    """One session at 390 px with prefers-reduced-motion, shared by the tests below."""
+    with browser_stack.worker("telefono"):
+        return run_script(browser_stack, "narrow.mjs", browser_stack.silent_wav)
+
+
+def test_a_cut_off_agent_line_is_marked_interrupted(narrow_run: ScriptRun, browser_stack: BrowserStack) -> None:
+    """Typing a question while the agent reads sources back cuts it off: its line keeps what was said and ends
+    with "… (interrumpido)", as text a screen reader reads; the greeting and the next answer carry no mark."""
+    why = narrow_run.explain(browser_stack)
+    assert narrow_run.passed, why
+    narrow_run.warn_if_retried()
+    r = narrow_run.result
+    cut = r["cutLine"]
+    assert cut["interrupted"] == " … (interrumpido)", why
+    assert r["saidBeforeCut"] and cut["text"].startswith(r["saidBeforeCut"].strip()[:4]), why
+    assert r["cutRole"] and r["cutRole"]["text"].endswith("(interrumpido)") and not r["cutRole"]["hidden"], why
+    marked = [line for line in r["transcript"] if line["interrupted"]]
+    assert marked == [cut], why  # the greeting and the second answer finished: no mark on them
+    assert not r["secondReply"]["interim"] and r["secondReply"]["text"].startswith("Modo de ensayo."), why
+
+
+def test_new_sources_out_of_sight_are_announced_near_the_chat(
+    narrow_run: ScriptRun, browser_stack: BrowserStack
+) -> None:
+    """At 390 px the panel is below the conversation: when sources arrive there, a notice near the chat, on
+    screen, counts them; pressing it scrolls to the newest search, moves focus there, and goes away."""
+    why = narrow_run.explain(browser_stack)
+    assert narrow_run.passed, why
+    r = narrow_run.result
+    assert r["listAtNotice"]["top"] >= r["listAtNotice"]["viewport"], why  # the searches were out of sight
+    notice = r["noticeAt"]
+    assert 0 <= notice["top"] and notice["bottom"] <= notice["viewport"], why  # the notice was on screen
+    assert abs(notice["top"] - r["chatAt"]["bottom"]) < 200, why  # ... next to the chat box
+    assert (m := NEW_SOURCES.match(r["noticeText"])) and int(m.group(1)) == r["cardsOfFirst"], why
+    before_tap = NEW_SOURCES.match(r["noticeTextBeforeTap"])
+    assert before_tap and int(before_tap.group(1)) == r["unseenCards"], why
+    newest = r["newestAt"]
+    assert 0 <= newest["top"] < newest["viewport"], why  # scrolled to
+    assert r["focusedQuery"] and "nacionalidad" in r["focusedQuery"], why
+    assert Path(r["screenshot"]).is_file(), why
+
+
+def test_reduced_motion_stops_the_visualiser_and_animations(narrow_run: ScriptRun, browser_stack: BrowserStack) -> None:
+    """With prefers-reduced-motion (Chromium's emulation), nothing moves while the agent speaks: no audio bars,
+    no running animation or transition."""
+    why = narrow_run.explain(browser_stack)
+    assert narrow_run.passed, why
+    motion = narrow_run.result["motion"]
+    assert motion["reduceMatches"] is True, why
+    assert motion["slotDisplay"] == "none" and motion["maxBars"] == 0, why
+    assert motion["maxAnimations"] == 0, why
 
 
 # --------------------------------------------------------------------------------------------------
@@ -238,6 +426,8 @@ def test_a_rejected_voice_key_is_said_on_the_page(browser_stack: BrowserStack) -
     r = run.result
     assert r["message"] == REJECTED_KEY_MESSAGE, why
     assert r["startEnabled"] is True and r["stateAfterFailure"] == "inactivo", why
+    # The agent said it runs live (`lexvoz.mode`) before its model failed: the privacy notice names OpenAI.
+    assert r["privacyAfterFailure"] == VOICE_TO_OPENAI, why
     assert "escuchando" not in r["agentStates"] and not READY_STATES & set(r["agentStates"]), why
     assert r["pageErrors"] == [], why
     # The refusal came from this endpoint, once per job: the plugin's retries, then the failure.

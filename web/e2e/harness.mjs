@@ -13,7 +13,8 @@
  * Protocol with the caller: the last line of stdout is the JSON result (`ok`, plus what was seen);
  * the exit code is 0 only when every check passed. Diagnostics go to stderr.
  */
-import { mkdirSync, rmSync } from 'node:fs';
+import { mkdirSync, readFileSync, rmSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { join, resolve } from 'node:path';
 
 import { chromium } from 'playwright-core';
@@ -88,8 +89,17 @@ function recordAgentStates() {
   document.addEventListener('DOMContentLoaded', note);
 }
 
-/** Launch the browser and open the page; the caller gets the page plus the diagnostics collected on it. */
-export async function openPage(config) {
+/** The desktop window every scenario uses unless it asks for another. */
+export const DESKTOP_VIEWPORT = { width: 1280, height: 900 };
+/** A phone held upright (an iPhone 12-14's CSS size). */
+export const PHONE_VIEWPORT = { width: 390, height: 844 };
+
+/**
+ * Launch the browser and open the page; the caller gets the page plus the diagnostics collected on it.
+ * `viewport` (default DESKTOP_VIEWPORT) sizes the window; `reducedMotion: 'reduce'` has Chromium report
+ * prefers-reduced-motion to the page from the first paint.
+ */
+export async function openPage(config, { viewport = DESKTOP_VIEWPORT, reducedMotion = 'no-preference' } = {}) {
   // Playwright's launch gives every run a fresh temporary profile (--user-data-dir) and removes it on close.
   const browser = await chromium.launch({
     executablePath: CHROMIUM,
@@ -98,7 +108,8 @@ export async function openPage(config) {
     timeout: config.timeoutMs,
   });
   const context = await browser.newContext({
-    viewport: { width: 1280, height: 900 },
+    viewport,
+    reducedMotion,
     locale: 'es-PA',
     permissions: ['microphone'],
   });
@@ -227,8 +238,65 @@ export async function transcriptLines(page) {
       speaker: li.classList.contains('line-user') ? 'user' : 'agent',
       typed: li.querySelector('.typed-tag') !== null,
       interim: li.classList.contains('line-interim'),
+      interrupted: li.querySelector('[data-testid="line-interrupted"]')?.textContent ?? null,
       text: li.querySelector('.line-text')?.textContent ?? '',
     })),
+  );
+}
+
+// axe-core from the page's own devDependencies, evaluated in the page through the DevTools protocol
+// (which the page's Content-Security-Policy does not restrict, unlike an injected <script>).
+const AXE_SOURCE = readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8');
+
+async function ensureAxe(page) {
+  if (!(await page.evaluate(() => typeof window.axe !== 'undefined'))) await page.evaluate(AXE_SOURCE);
+}
+
+/**
+ * axe-core's violations on the page as it is now (every rule axe runs by default: WCAG A/AA and its best
+ * practices), one entry per rule: id, impact, what it checks, and the offending elements with axe's summary.
+ */
+export async function axeViolations(page) {
+  await ensureAxe(page);
+  return page.evaluate(async () => {
+    const results = await window.axe.run(document, { resultTypes: ['violations'] });
+    return results.violations.map((v) => ({
+      id: v.id,
+      impact: v.impact,
+      help: v.help,
+      nodes: v.nodes.map((n) => `${n.target.join(' ')}: ${(n.failureSummary ?? '').replace(/\s+/g, ' ').slice(0, 300)}`),
+    }));
+  });
+}
+
+/**
+ * The contrast ratio between `element`'s computed `property` colour (e.g. outline-color, border-top-color)
+ * and the first opaque background behind it, walking up from `from` ('self' or 'parent'), worked out with
+ * axe-core's colour helpers. Returns the ratio and both colours as the browser computed them.
+ */
+export async function colourContrast(locator, property, from = 'parent') {
+  await ensureAxe(locator.page());
+  return locator.evaluate(
+    (el, [prop, start]) => {
+      const { Color, getContrast } = window.axe.commons.color;
+      const parse = (text) => {
+        const c = new Color();
+        c.parseString(text);
+        return c;
+      };
+      const fgText = getComputedStyle(el).getPropertyValue(prop);
+      let node = start === 'self' ? el : el.parentElement;
+      let bgText = 'rgb(255, 255, 255)';
+      for (; node; node = node.parentElement) {
+        const bg = getComputedStyle(node).backgroundColor;
+        if (parse(bg).alpha === 1) {
+          bgText = bg;
+          break;
+        }
+      }
+      return { ratio: Math.round(getContrast(parse(bgText), parse(fgText)) * 100) / 100, fg: fgText, bg: bgText };
+    },
+    [property, from],
   );
 }
 
@@ -278,8 +346,9 @@ export async function stopSession(page) {
 /**
  * Run one scenario: print its JSON result as the last stdout line and exit 0 on success, 1 on a failed
  * check or error. On failure a screenshot named `<name>-failure.png` is left in the output directory.
+ * `pageOptions` go to openPage (viewport, reducedMotion).
  */
-export async function runScenario(name, scenario) {
+export async function runScenario(name, scenario, pageOptions = {}) {
   const result = { scenario: name, ok: false };
   let opened = null;
   let config = null;
@@ -287,7 +356,7 @@ export async function runScenario(name, scenario) {
     config = readConfig();
     // A failure screenshot from an earlier run would pass for this run's.
     rmSync(join(config.outDir, `${name}-failure.png`), { force: true });
-    opened = await openPage(config);
+    opened = await openPage(config, pageOptions);
     Object.assign(result, await scenario(opened.page, config));
     result.ok = true;
   } catch (err) {

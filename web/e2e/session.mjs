@@ -1,8 +1,10 @@
 /**
  * One whole session as a person has it, against a real stack in rehearsal mode:
- * Start → the agent joins (Spanish state, rehearsal banner) → a spoken turn from the fake microphone →
- * a typed question → source cards from the embedded Constitution with the tool's own time →
- * a screenshot → Stop → back to the Start state.
+ * the first screen (its privacy notice, axe-core, the keyboard focus ring) → Start → the agent joins
+ * (Spanish state, rehearsal banner) → a spoken turn from the fake microphone → a typed question → source
+ * cards from the embedded Constitution with the tool's own time, announced in one short line → axe-core on
+ * the page with cards → a screenshot → Stop → back to the Start state, the cards kept and marked as the
+ * previous conversation's, the privacy notice now worded for the mode the agent announced.
  *
  * Env: see harness.mjs. LEXVOZ_E2E_QUESTION and LEXVOZ_E2E_EXPECT_CITATION override the typed question
  * and the citation fragment one of its cards must carry.
@@ -12,9 +14,11 @@ import { join } from 'node:path';
 import {
   agentStatesSeen,
   askByChat,
+  axeViolations,
   byTestId,
   check,
   CheckFailed,
+  colourContrast,
   readCards,
   runScenario,
   startSession,
@@ -63,7 +67,32 @@ async function spokenTurn(page, config, readyMs) {
   return { expected, heard, text, reply };
 }
 
+/** What the first screen tells and how it reads with a keyboard, before anything else happens. */
+async function firstScreen(page) {
+  const start = byTestId(page, 'start-button');
+  await start.waitFor({ state: 'visible' });
+  const privacy = ((await byTestId(page, 'privacy-voice').textContent()) ?? '').trim();
+  const axe = await axeViolations(page);
+  // Keyboard focus, as a person tabbing in sees it: the first Tab lands on «Empezar».
+  await page.keyboard.press('Tab');
+  const focused = await page.evaluate(() => document.activeElement?.getAttribute('data-testid') ?? null);
+  const focusRing = await colourContrast(page.locator(':focus'), 'outline-color');
+  const focusRingStyle = await page.locator(':focus').evaluate((el) => getComputedStyle(el).outlineStyle);
+  await page.evaluate(() => document.activeElement?.blur());
+  return { privacy, axe, focused, focusRing, focusRingStyle };
+}
+
+/** Everything inside the research panel that a screen reader would read out as it changes. */
+async function liveText(page) {
+  return byTestId(page, 'research-panel').evaluate((panel) => {
+    const live = '[aria-live]:not([aria-live="off"]), [role="status"], [role="alert"], [role="log"]';
+    const regions = [...(panel.matches(live) ? [panel] : []), ...panel.querySelectorAll(live)];
+    return regions.map((r) => (r.textContent ?? '').trim());
+  });
+}
+
 await runScenario('browser-e2e', async (page, config) => {
+  const first = await firstScreen(page);
   const started = await startSession(page, config);
 
   const banner = byTestId(page, 'rehearsal-banner');
@@ -87,13 +116,46 @@ await runScenario('browser-e2e', async (page, config) => {
   // screenshot shows the whole exchange, and the caller can check what was said about the sources.
   const reply = await waitForAgentReply(page, QUESTION, config.timeoutMs);
 
+  const announcement = ((await byTestId(page, 'research-announcement').textContent()) ?? '').trim();
+  const announced = await liveText(page);
+  const panelChars = ((await byTestId(page, 'research-panel').textContent()) ?? '').length;
+  const axeWithCards = await axeViolations(page);
+  const chatBorder = await colourContrast(byTestId(page, 'chat-input'), 'border-top-color');
+
   const screenshot = join(config.outDir, 'browser-e2e.png');
   await page.screenshot({ path: screenshot, fullPage: true });
   const transcript = await transcriptLines(page);
   const statesDuringSession = await agentStatesSeen(page);
 
   const stateAfterStop = await stopSession(page);
+  const stoppedAt = Date.now();
+  // After Stop: the cards stay, marked as the previous conversation's; nothing new is announced for them.
+  const cardsAfterStop = await byTestId(page, 'source-card').count();
+  const ended = byTestId(page, 'research-ended');
+  const endedNotice = (await ended.isVisible()) ? ((await ended.textContent()) ?? '').trim() : null;
+  const endedStyle = await byTestId(page, 'source-card')
+    .first()
+    .evaluate((card) => getComputedStyle(card).borderTopStyle);
+  const announcedAfterStop = await liveText(page);
+  const privacyAfterStop = ((await byTestId(page, 'privacy-voice').textContent()) ?? '').trim();
+  const axeAfterStop = await axeViolations(page);
+  const endedScreenshot = join(config.outDir, 'browser-e2e-ended.png');
+  await page.screenshot({ path: endedScreenshot, fullPage: true });
   return {
+    firstScreen: first,
+    announcement,
+    announced,
+    panelChars,
+    axeWithCards,
+    chatBorder,
+    stoppedAt,
+    cardsAfterStop,
+    endedNotice,
+    endedStyle,
+    announcedAfterStop,
+    privacyAfterStop,
+    axeAfterStop,
+    endedScreenshot,
     question: QUESTION,
     stateAfterStart: started.state,
     readyMs: started.readyMs,
