@@ -21,8 +21,8 @@ from .settings import ServerSettings
 from .sources import ImportOptions
 
 DEFAULT_WAIT_S = 5.0
-"""How long `import` and `remove` wait for running search servers to serve the change: a law of a few hundred
-articles beside the Constitution reloads in about a second."""
+"""How long `import` and `remove` wait for running search servers to serve the change: the Constitution's index
+with a small law reloads in about half a second (bench/norm_reload.py), a second or two on a busy host."""
 
 
 def _settings(args: argparse.Namespace) -> ServerSettings:
