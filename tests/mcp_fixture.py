@@ -38,6 +38,20 @@ def synthetic_source(n: int = 1, **extra: Any) -> dict[str, Any]:
     return src
 
 
+@dataclass(frozen=True)
+class CallWatch:
+    """One tools/call handler invocation, watched from before it starts.
+
+    Fresh events per call, set only by that call: a test that waits on `started` cannot be woken by an
+    earlier call of the same test, which a server-wide event, once set, would do at once (on Python
+    3.12+ `asyncio.wait_for` no longer yields before returning, so the wait would not even let the new
+    call reach the server).
+    """
+
+    started: asyncio.Event = field(default_factory=asyncio.Event)
+    cancelled: asyncio.Event = field(default_factory=asyncio.Event)
+
+
 @dataclass
 class FakeMcpBehaviour:
     """What the server does next; tests mutate it between calls."""
@@ -74,14 +88,21 @@ class FakeMcpServer:
         self.cancelled_calls = 0  # handler invocations cancelled by notifications/cancelled
         self.cancel_notifications = 0
         self.auth_headers: list[str | None] = []
-        self.call_started = asyncio.Event()
-        self.call_cancelled = asyncio.Event()
+        self._watches: list[CallWatch] = []
         self.queries: list[str] = []
         self.port = _free_port()
         self._server: uvicorn.Server | None = None
         self._task: asyncio.Task[None] | None = None
         self._mcp = Server("lexvoz-test-search", on_list_tools=self._list_tools, on_call_tool=self._call_tool)
         self._app = self._mcp.streamable_http_app(json_response=json_response)
+
+    def next_call(self) -> CallWatch:
+        """Watch the next tools/call to reach the handler (ask before the action that sends it).
+
+        Several watches taken in a row watch the next calls in order."""
+        watch = CallWatch()
+        self._watches.append(watch)
+        return watch
 
     @property
     def url(self) -> str:
@@ -107,14 +128,15 @@ class FakeMcpServer:
     ) -> types.CallToolResult:
         b = self.behaviour
         self.tool_calls_started += 1
-        self.call_started.set()
+        watch = self._watches.pop(0) if self._watches else CallWatch()
+        watch.started.set()
         self.queries.append(str((params.arguments or {}).get("query", "")))
         try:
             if b.delay_s:
                 await asyncio.sleep(b.delay_s)
         except asyncio.CancelledError:
             self.cancelled_calls += 1
-            self.call_cancelled.set()
+            watch.cancelled.set()
             raise
         if b.is_error:
             return types.CallToolResult(content=[types.TextContent(type="text", text="búsqueda falló")], is_error=True)

@@ -146,12 +146,13 @@ async def test_barge_in_during_a_slow_search_discards_it(
 ) -> None:
     mcp.behaviour.delay_s = 5.0
     async with Rig(mcp.url, standin, http, greet=False) as rig:
+        search = mcp.next_call()
         await standin.inject_user_turn("pregunta lenta")
-        await asyncio.wait_for(mcp.call_started.wait(), 10)
+        await asyncio.wait_for(search.started.wait(), 10)
         creates_before = standin.response_create_count
         await standin.inject_speech_started()  # the user talks over the running search
 
-        await asyncio.wait_for(mcp.call_cancelled.wait(), 3)  # the MCP server saw the cancellation
+        await asyncio.wait_for(search.cancelled.wait(), 3)  # the MCP server saw the cancellation
         output_event = await standin.wait_for_client_event(
             "conversation.item.create", lambda e: e["item"]["type"] == "function_call_output", timeout=5
         )
@@ -275,8 +276,9 @@ async def test_a_search_discarded_without_an_interruption_asks_for_no_reply(
     the model from speaking about evidence the user will never see."""
     mcp.behaviour.delay_s = 5.0
     async with Rig(mcp.url, standin, http, greet=False) as rig:
+        search = mcp.next_call()
         await standin.inject_user_turn("pregunta lenta")
-        await asyncio.wait_for(mcp.call_started.wait(), 10)
+        await asyncio.wait_for(search.started.wait(), 10)
         rig.research.new_user_turn()  # the guard moves on; the framework's speech is not interrupted
         output_event = await standin.wait_for_client_event(
             "conversation.item.create", lambda e: e["item"]["type"] == "function_call_output", timeout=5

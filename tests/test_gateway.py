@@ -77,11 +77,12 @@ async def test_timeout_is_final_cancelled_and_answered_within_the_deadline(serve
     server.behaviour.delay_s = 5.0
     async with opened(server.url, call_timeout_s=0.5) as gw:
         await gw.connect()
+        search = server.next_call()
         started = time.perf_counter()
         with pytest.raises(GatewayError) as info:
             await gw.search({"query": "lento"})
         elapsed = time.perf_counter() - started
-        await asyncio.wait_for(server.call_cancelled.wait(), 5)
+        await asyncio.wait_for(search.cancelled.wait(), 5)
     assert info.value.reason == "timeout"
     assert elapsed < 0.5 + 0.25  # the deadline, with no second attempt
     assert server.tool_calls_started == 1
@@ -243,12 +244,13 @@ async def test_cancelling_a_search_sends_notifications_cancelled(server: FakeMcp
     server.behaviour.delay_s = 5.0
     async with opened(server.url, call_timeout_s=8.0) as gw:
         await gw.connect()
+        search = server.next_call()
         task = asyncio.create_task(gw.search({"query": "lento"}))
-        await asyncio.wait_for(server.call_started.wait(), 5)
+        await asyncio.wait_for(search.started.wait(), 5)
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
-        await asyncio.wait_for(server.call_cancelled.wait(), 5)
+        await asyncio.wait_for(search.cancelled.wait(), 5)
         assert server.cancel_notifications == 1
         assert server.cancelled_calls == 1
         assert gw.breaker.state.name == "CLOSED"

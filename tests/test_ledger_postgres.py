@@ -169,20 +169,29 @@ def test_two_worker_processes_write_at_once(db: str) -> None:
 
 
 class _WriteFailures(logging.Handler):
-    """Sets an event when a writer reports the first failure of a streak (its one WARNING line)."""
+    """Watches for a writer's report of the first failure of a streak (its one WARNING line).
+
+    Each watch is a fresh event taken before the action that should cause the line, so a line from an
+    earlier step can never satisfy a later wait.
+    """
 
     def __init__(self) -> None:
         super().__init__(logging.WARNING)
-        self.seen = asyncio.Event()
+        self._watch: asyncio.Event | None = None
+
+    def expect(self) -> asyncio.Event:
+        self._watch = asyncio.Event()
+        return self._watch
 
     def emit(self, record: logging.LogRecord) -> None:
-        if "ledger write to" in record.getMessage():
-            self.seen.set()
+        if "ledger write to" in record.getMessage() and self._watch is not None:
+            self._watch.set()
+            self._watch = None
 
-    async def next(self) -> None:
-        async with asyncio.timeout(30):
-            await self.seen.wait()
-        self.seen.clear()
+
+async def _seen(line: asyncio.Event) -> None:
+    async with asyncio.timeout(30):
+        await line.wait()
 
 
 async def test_restart_in_the_middle_of_a_conversation_replays_and_counts_losses(
@@ -201,13 +210,15 @@ async def test_restart_in_the_middle_of_a_conversation_replays_and_counts_losses
         assert ledger.written == 1  # connected and writing: the conversation is under way
         failures_before = metrics.ledger_write_failures_total._value.get()
         dropped_before = metrics.ledger_dropped_total._value.get()
+        first_failure = failures.expect()
         await asyncio.to_thread(pg.stop, "fast")
         try:
             for turn in range(2, 6):
                 ledger.record(entry(turn=turn))
-            await failures.next()
+            await _seen(first_failure)
+            small_failure = failures.expect()
             small.record(entry(room="sala-llena", turn=1))
-            await failures.next()  # its first entry is in flight, failing
+            await _seen(small_failure)  # its first entry is in flight, failing
             with caplog.at_level(logging.WARNING, logger="lexvoz.ledger"):
                 for turn in range(2, 6):  # two more fit the queue; the last two cannot be kept
                     small.record(entry(room="sala-llena", turn=turn))

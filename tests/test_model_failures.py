@@ -172,13 +172,14 @@ async def test_a_connection_dropped_mid_search_discards_the_search_and_tells_the
         async with job(worker, settings, http) as (conversation, fake, room):
             await standin.wait_for_client_event("session.update", after=2, timeout=10)
             await until(room, lambda: latest_attributes(room).get("lexvoz.model") == "connected")
+            search = mcp.next_call()
             await standin.inject_user_turn("pregunta durante el corte")
-            await asyncio.wait_for(mcp.call_started.wait(), 10)
+            await asyncio.wait_for(search.started.wait(), 10)
 
             await endpoint.drop(refuse=503)  # the network dies; every reconnect is refused
             await asyncio.wait_for(conversation.ended.wait(), 20)
 
-            await asyncio.wait_for(mcp.call_cancelled.wait(), 5)  # the running search was cancelled
+            await asyncio.wait_for(search.cancelled.wait(), 5)  # the running search was cancelled
             await until(room, lambda: "discarded" in [m["type"] for m in messages(room)])
         assert endpoint.handshakes == ATTEMPTS  # one connection, then the plugin's three reconnects
 

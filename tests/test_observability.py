@@ -51,9 +51,9 @@ async def scripted_session(mcp: FakeMcpServer, session: ResearchSession) -> None
         await session.run_tool("c2", {"query": "segunda"})
     mcp.behaviour.is_error = False
     mcp.behaviour.delay_s = 3
+    third = mcp.next_call()
     task = asyncio.create_task(session.run_tool("c3", {"query": "tercera"}))
-    await asyncio.wait_for(mcp.call_started.wait(), 5)
-    mcp.call_started.clear()
+    await asyncio.wait_for(third.started.wait(), 5)  # running on the server: the new turn must discard it
     session.new_user_turn()
     await task
 

@@ -48,14 +48,15 @@ async def test_completed_search_publishes_started_then_completed(gateway: McpGat
 async def test_new_turn_cancels_the_search_and_discards_it(server: FakeMcpServer, gateway: McpGateway) -> None:
     server.behaviour.delay_s = 3.0
     session, room, events = make_session(gateway)
+    search = server.next_call()
     task = asyncio.create_task(session.run_tool("call_slow", {"query": "lento"}))
-    await asyncio.wait_for(server.call_started.wait(), 5)
+    await asyncio.wait_for(search.started.wait(), 5)
     session.new_user_turn()
     answer = await asyncio.wait_for(task, 1.0)  # answered at once, not after the slow search
     assert answer.output == DISCARDED_OUTPUT
     assert not answer.reply_required  # the user moved on: the call is answered, but nothing is said
     assert [m["type"] for m in room.messages] == ["started", "discarded"]
-    await asyncio.wait_for(server.call_cancelled.wait(), 5)  # the MCP server saw the cancellation
+    await asyncio.wait_for(search.cancelled.wait(), 5)  # the MCP server saw the cancellation
     assert [e.outcome for e in events] == ["discarded"]
 
 
@@ -63,8 +64,9 @@ async def test_interruption_counts_as_a_new_turn(server: FakeMcpServer, gateway:
     server.behaviour.delay_s = 3.0
     session, room, _ = make_session(gateway)
     interrupted: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    search = server.next_call()
     task = asyncio.create_task(session.run_tool("c", {"query": "lento"}, interrupted=interrupted))
-    await asyncio.wait_for(server.call_started.wait(), 5)
+    await asyncio.wait_for(search.started.wait(), 5)
     interrupted.set_result(None)
     answer = await asyncio.wait_for(task, 1.0)
     assert answer.output == DISCARDED_OUTPUT and not answer.reply_required

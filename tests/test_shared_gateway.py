@@ -51,10 +51,11 @@ async def test_cancelling_the_caller_cancels_the_call_on_the_server(server: Fake
     server.behaviour.delay_s = 5.0
     shared = SharedGateway(_options(server.url))
     try:
+        search = server.next_call()
         call = asyncio.create_task(shared.search({"query": "pregunta lenta"}))
-        await asyncio.wait_for(server.call_started.wait(), 10)
+        await asyncio.wait_for(search.started.wait(), 10)
         call.cancel()  # a barge-in on the conversation's loop
-        await asyncio.wait_for(server.call_cancelled.wait(), 5)
+        await asyncio.wait_for(search.cancelled.wait(), 5)
         assert server.cancel_notifications == 1
     finally:
         await shared.aclose()

@@ -66,7 +66,9 @@ async def test_a_burst_of_rooms_is_admitted_up_to_the_job_limit_only(reload_work
     await asyncio.gather(*tasks)
     assert admission.in_use == max_jobs
 
-    late = _Request(started)
+    assigned = asyncio.Event()
+    assigned.set()  # the burst is over: a job accepted now is assigned at once
+    late = _Request(assigned)
     await admission(late)
     assert late.answer == "rejected"
     running.pop()  # a conversation ended: its slot is free again
