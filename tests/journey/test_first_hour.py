@@ -238,6 +238,7 @@ def test_first_hour_of_a_new_user(make_run: Run) -> None:
     run = make_run
     assert not law_index.index_path(run.data_dir).exists(), "the journey starts with no index"
 
+    run.output.wait_for(r"No search index in .* yet: building it from .*constitucion", READY_TIMEOUT_S)
     ready = run.output.wait_for(r"Lexvoz is ready: open (\S+) ", READY_TIMEOUT_S)
     built = law_index.index_path(run.data_dir).is_file()
     assert built, f"the first run built no index in the data folder:\n{run.output}"
