@@ -22,7 +22,7 @@ import wave
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import aiohttp
 import pytest
@@ -276,8 +276,14 @@ def run_script(
 # test servers the worker talks to, on an event loop of their own
 
 
+class RunOnLoop(Protocol):
+    """Run a coroutine on the loop thread and wait for its result, at most `timeout` seconds."""
+
+    def __call__(self, awaitable: Awaitable[T], timeout: float = 30.0) -> T: ...
+
+
 @contextlib.contextmanager
-def _loop_thread(name: str) -> Iterator[Callable[[Awaitable[T]], T]]:
+def _loop_thread(name: str) -> Iterator[RunOnLoop]:
     """An event loop in a thread, and a way to run coroutines on it from the (synchronous) test.
 
     The test itself is blocked on the browser script, and a server on this loop has to keep answering

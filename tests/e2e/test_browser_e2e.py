@@ -268,7 +268,7 @@ def test_cards_of_an_ended_conversation_are_kept_and_set_apart(
     go at the next Start), drawn apart; and nothing is announced about them again."""
     assert session_run.passed, session_run.explain(browser_stack)
     r = session_run.result
-    assert r["cardsAfterStop"] == len(r["cards"]) > 0, r
+    assert r["cardsAfterStop"] == r["cardsBeforeStop"] >= len(r["cards"]) > 0, r
     assert r["endedNotice"] == "Fuentes de la conversación anterior. Se borrarán al pulsar «Empezar».", r
     assert r["endedStyle"] == "dashed", r
     assert r["announcedAfterStop"] == [""], r["announcedAfterStop"]
@@ -280,6 +280,7 @@ def test_the_privacy_notice_says_where_the_voice_goes(session_run: ScriptRun, br
     assert session_run.passed, session_run.explain(browser_stack)
     r = session_run.result
     before = r["firstScreen"]["privacy"]
+    assert before is not None, "the first screen has no privacy-voice sentence"
     assert before not in (VOICE_TO_OPENAI, VOICE_TO_SIMULATOR), before
     assert "se envían a OpenAI" not in before and "OpenAI" in before and "simulador local" in before, before
     assert r["privacyAfterStop"] == VOICE_TO_SIMULATOR, r["privacyAfterStop"]
@@ -289,6 +290,7 @@ def test_the_privacy_notice_says_where_the_voice_goes(session_run: ScriptRun, br
 # a phone held upright, with reduced motion: interruptions, new sources out of sight, no motion
 
 NEW_SOURCES = re.compile(r"^(\d+) fuentes? nuevas?$")
+PEEK_PX = 80  # web/src/newSources.ts: the bottom band of the window where a list's edge does not count as seen
 
 
 @pytest.fixture(scope="module")
@@ -322,12 +324,15 @@ def test_new_sources_out_of_sight_are_announced_near_the_chat(
     why = narrow_run.explain(browser_stack)
     assert narrow_run.passed, why
     r = narrow_run.result
-    assert r["listAtNotice"]["top"] >= r["listAtNotice"]["viewport"], why  # the searches were out of sight
+    assert r["noticeShown"] and r["listAtNotice"], why
+    # The searches were out of sight: at most their top edge peeking into the window's bottom band, which the
+    # page does not count as seen (web/src/newSources.ts, PEEK_PX).
+    assert r["listAtNotice"]["top"] > r["listAtNotice"]["viewport"] - PEEK_PX, why
     notice = r["noticeAt"]
     assert 0 <= notice["top"] and notice["bottom"] <= notice["viewport"], why  # the notice was on screen
-    assert abs(notice["top"] - r["chatAt"]["bottom"]) < 200, why  # ... next to the chat box
+    assert 0 <= r["chatAt"]["top"] - notice["bottom"] < 100, why  # ... just above the chat box, not over it
     assert (m := NEW_SOURCES.match(r["noticeText"])) and int(m.group(1)) == r["cardsOfFirst"], why
-    before_tap = NEW_SOURCES.match(r["noticeTextBeforeTap"])
+    before_tap = NEW_SOURCES.match(r["noticeTextBeforeTap"] or "")
     assert before_tap and int(before_tap.group(1)) == r["unseenCards"], why
     newest = r["newestAt"]
     assert 0 <= newest["top"] < newest["viewport"], why  # scrolled to

@@ -67,11 +67,17 @@ async function spokenTurn(page, config, readyMs) {
   return { expected, heard, text, reply };
 }
 
+/** The text of the element with this data-testid as it is now, or null when there is none (no waiting). */
+async function textNow(page, id) {
+  const el = byTestId(page, id);
+  return (await el.count()) === 0 ? null : ((await el.first().textContent()) ?? '').trim();
+}
+
 /** What the first screen tells and how it reads with a keyboard, before anything else happens. */
 async function firstScreen(page) {
   const start = byTestId(page, 'start-button');
   await start.waitFor({ state: 'visible' });
-  const privacy = ((await byTestId(page, 'privacy-voice').textContent()) ?? '').trim();
+  const privacy = await textNow(page, 'privacy-voice');
   const axe = await axeViolations(page);
   // Keyboard focus, as a person tabbing in sees it: the first Tab lands on «Empezar».
   await page.keyboard.press('Tab');
@@ -116,7 +122,7 @@ await runScenario('browser-e2e', async (page, config) => {
   // screenshot shows the whole exchange, and the caller can check what was said about the sources.
   const reply = await waitForAgentReply(page, QUESTION, config.timeoutMs);
 
-  const announcement = ((await byTestId(page, 'research-announcement').textContent()) ?? '').trim();
+  const announcement = await textNow(page, 'research-announcement');
   const announced = await liveText(page);
   const panelChars = ((await byTestId(page, 'research-panel').textContent()) ?? '').length;
   const axeWithCards = await axeViolations(page);
@@ -127,6 +133,7 @@ await runScenario('browser-e2e', async (page, config) => {
   const transcript = await transcriptLines(page);
   const statesDuringSession = await agentStatesSeen(page);
 
+  const cardsBeforeStop = await byTestId(page, 'source-card').count();
   const stateAfterStop = await stopSession(page);
   const stoppedAt = Date.now();
   // After Stop: the cards stay, marked as the previous conversation's; nothing new is announced for them.
@@ -137,7 +144,7 @@ await runScenario('browser-e2e', async (page, config) => {
     .first()
     .evaluate((card) => getComputedStyle(card).borderTopStyle);
   const announcedAfterStop = await liveText(page);
-  const privacyAfterStop = ((await byTestId(page, 'privacy-voice').textContent()) ?? '').trim();
+  const privacyAfterStop = await textNow(page, 'privacy-voice');
   const axeAfterStop = await axeViolations(page);
   const endedScreenshot = join(config.outDir, 'browser-e2e-ended.png');
   await page.screenshot({ path: endedScreenshot, fullPage: true });
@@ -149,6 +156,7 @@ await runScenario('browser-e2e', async (page, config) => {
     axeWithCards,
     chatBorder,
     stoppedAt,
+    cardsBeforeStop,
     cardsAfterStop,
     endedNotice,
     endedStyle,

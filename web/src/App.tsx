@@ -31,7 +31,7 @@ import {
   type ResearchAction,
 } from './research';
 import { PrivacyNotice } from './PrivacyNotice';
-import { NewSourcesNotice, ResearchPanel } from './ResearchPanel';
+import { ResearchPanel } from './ResearchPanel';
 import {
   acquireMicrophone,
   forgetResume,
@@ -299,8 +299,9 @@ export function App() {
               token={session.token}
               onMode={setMode}
               reducedMotion={reducedMotion}
+              newSources={newSources}
+              onShowNewSources={showNewSources}
             />
-            <NewSourcesNotice count={newSources} onShow={showNewSources} />
           </LiveKitRoom>
         ) : (
           <div className="conversation">

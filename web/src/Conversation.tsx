@@ -8,6 +8,7 @@ import { useEffect, useRef, useState, type FormEvent } from 'react';
 import { type AgentWait } from './agentRequest';
 import { AgentWaitNotice } from './AgentWaitNotice';
 import { agentStateLabel } from './labels';
+import { NewSourcesNotice } from './ResearchPanel';
 import { type TranscriptLine } from './transcript';
 
 const MAX_CHAT_CHARS = 2_000;
@@ -23,6 +24,10 @@ export interface ConversationProps {
   onSend: ((text: string) => Promise<void>) | null;
   sending: boolean;
   visualizer?: React.ReactNode;
+  /** Sources that arrived out of sight (the panel is below, at phone width): "3 fuentes nuevas". */
+  newSources?: number;
+  /** Bring the newest search into view (the notice's button). */
+  onShowNewSources?: () => void;
 }
 
 /** The conversation column; rendered without a room too, so the layout does not jump on Start. */
@@ -35,15 +40,18 @@ export function Conversation({
   onSend,
   sending,
   visualizer,
+  newSources = 0,
+  onShowNewSources,
 }: ConversationProps) {
   const [draft, setDraft] = useState('');
   const [sendError, setSendError] = useState<string | null>(null);
   const transcriptRef = useRef<HTMLDivElement>(null);
 
+  const showNotice = newSources > 0 && onShowNewSources !== undefined;
   useEffect(() => {
     const el = transcriptRef.current;
     if (el) el.scrollTop = el.scrollHeight;
-  }, [lines]);
+  }, [lines, showNotice]);
 
   const submit = async (event: FormEvent) => {
     event.preventDefault();
@@ -81,27 +89,45 @@ export function Conversation({
       <div className="visualizer-slot" aria-hidden="true">
         {visualizer}
       </div>
-      {/* The log is a wrapper, not the list itself: role="log" on the <ol> would hide that it is a list. */}
-      <div className="transcript" data-testid="transcript" ref={transcriptRef} role="log" aria-label="Transcripción">
-        <ol className="transcript-lines">
-          {lines.length === 0 && <li className="muted">La transcripción aparecerá aquí.</li>}
-          {lines.map((line) => (
-            <li
-              key={line.id}
-              className={`line line-${line.speaker}${line.final ? '' : ' line-interim'}${line.interrupted ? ' line-interrupted' : ''}`}
-            >
-              <span className="speaker">{line.speaker === 'user' ? 'Usted' : 'Lexvoz'}</span>
-              {line.typed && <span className="typed-tag"> (escrito)</span>}
-              <span className="line-text">{line.text}</span>
-              {line.interrupted && (
-                <span className="interrupted-tag" data-testid="line-interrupted">
-                  {' '}
-                  … (interrumpido)
-                </span>
-              )}
-            </li>
-          ))}
-        </ol>
+      {/*
+        The new-sources notice floats over the bottom of the transcript, right above the chat box: where the
+        person is looking, without moving the box they type in, and never over it. The transcript makes room
+        below its last line while the notice shows.
+      */}
+      <div className={`transcript-area${showNotice ? ' has-notice' : ''}`}>
+        {/*
+          The log is a wrapper, not the list itself: role="log" on the <ol> would hide that it is a list. It
+          scrolls, so it takes keyboard focus (tabIndex 0) for a person without a mouse to scroll it.
+        */}
+        <div
+          className="transcript"
+          data-testid="transcript"
+          ref={transcriptRef}
+          role="log"
+          aria-label="Transcripción"
+          tabIndex={0}
+        >
+          <ol className="transcript-lines">
+            {lines.length === 0 && <li className="muted">La transcripción aparecerá aquí.</li>}
+            {lines.map((line) => (
+              <li
+                key={line.id}
+                className={`line line-${line.speaker}${line.final ? '' : ' line-interim'}${line.interrupted ? ' line-interrupted' : ''}`}
+              >
+                <span className="speaker">{line.speaker === 'user' ? 'Usted' : 'Lexvoz'}</span>
+                {line.typed && <span className="typed-tag"> (escrito)</span>}
+                <span className="line-text">{line.text}</span>
+                {line.interrupted && (
+                  <span className="interrupted-tag" data-testid="line-interrupted">
+                    {' '}
+                    … (interrumpido)
+                  </span>
+                )}
+              </li>
+            ))}
+          </ol>
+        </div>
+        {showNotice && <NewSourcesNotice count={newSources} onShow={onShowNewSources} />}
       </div>
       <form className="chat-form" onSubmit={(e) => void submit(e)}>
         <label htmlFor="chat-input" className="visually-hidden">

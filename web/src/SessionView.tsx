@@ -39,11 +39,16 @@ export function SessionView({
   token,
   onMode,
   reducedMotion = false,
+  newSources = 0,
+  onShowNewSources,
 }: {
   connected: boolean;
   token: string;
   onMode?: (mode: AgentMode) => void;
   reducedMotion?: boolean;
+  /** Sources that arrived while the research panel was out of sight, and how to bring it into view. */
+  newSources?: number;
+  onShowNewSources?: () => void;
 }) {
   const { state: rawState, agent, audioTrack, agentAttributes } = useVoiceAssistant();
   const mode = agentMode(agentAttributes?.[MODE_ATTRIBUTE]);
@@ -121,6 +126,8 @@ export function SessionView({
         lines={lines}
         onSend={onSend}
         sending={isSending}
+        newSources={newSources}
+        onShowNewSources={onShowNewSources}
         visualizer={
           reducedMotion ? undefined : (
             <BarVisualizer state={state} track={audioTrack} barCount={7} className="visualizer" />

@@ -22,12 +22,15 @@ export function newSourcesLabel(count: number): string {
   return count === 1 ? '1 fuente nueva' : `${count} fuentes nuevas`;
 }
 
+/** The bottom band of the window, in CSS px, where a list's top edge peeking in does not count as seen. */
+export const PEEK_PX = 80;
+
 /**
  * Whether `target` is on screen, as IntersectionObserver reports it. The bottom `ignoreBottomPx` of the
  * viewport do not count: a list whose top edge just peeks in there has not been seen. Where the browser has
  * no IntersectionObserver, everything counts as seen, so the page never nags about what it cannot measure.
  */
-export function useOnScreen(target: RefObject<Element | null>, ignoreBottomPx = 80): boolean {
+export function useOnScreen(target: RefObject<Element | null>, ignoreBottomPx = PEEK_PX): boolean {
   const [onScreen, setOnScreen] = useState(true);
   useEffect(() => {
     const el = target.current;
