@@ -330,7 +330,33 @@ export async function waitForAgentReply(page, afterUserText, timeoutMs) {
     const lines = await transcriptLines(page);
     throw new CheckFailed(`no finished agent reply after "${afterUserText}"; transcript: ${JSON.stringify(lines)}`);
   }
-  return handle.jsonValue();
+  // The agent's "listening" can reach the page a moment before the reply's last words do: read the text
+  // again until it stops changing (a bounded look, since nothing marks the last chunk).
+  let reply = await handle.jsonValue();
+  for (let i = 0; i < REPLY_SETTLE_READS; i += 1) {
+    await page.waitForTimeout(REPLY_SETTLE_MS);
+    const again = await replyAfter(page, afterUserText);
+    if (!again || again.text === reply.text) break;
+    reply = again;
+  }
+  return reply;
+}
+
+const REPLY_SETTLE_MS = 300;
+const REPLY_SETTLE_READS = 10;
+
+/** The first agent line after the user line `userText`, as it reads now (null if there is none). */
+async function replyAfter(page, userText) {
+  return page.evaluate((text) => {
+    const lines = [...document.querySelectorAll('[data-testid="transcript"] li.line')];
+    const start = lines.findIndex(
+      (li) => li.classList.contains('line-user') && li.querySelector('.line-text')?.textContent === text,
+    );
+    const reply = start < 0 ? null : lines.slice(start + 1).find((li) => li.classList.contains('line-agent'));
+    return reply
+      ? { text: reply.querySelector('.line-text')?.textContent ?? '', interim: reply.classList.contains('line-interim') }
+      : null;
+  }, userText);
 }
 
 /** Click Stop and check that the page is back where it started: Start button, no session, chat disabled. */
