@@ -65,6 +65,7 @@ class LexvozAgent(Agent):
         self.research = research
         self._greet = greet
         self._background: set[asyncio.Task[None]] = set()
+        self.ended = False
 
     async def on_enter(self) -> None:
         try:
@@ -76,13 +77,21 @@ class LexvozAgent(Agent):
         if self._greet:
             self.session.generate_reply(instructions=GREETING)
 
+    async def on_exit(self) -> None:
+        """The session is closing (the person left, the time limit, a failed model): from here on the
+        framework can no longer speak or take a turn, so our own pending work stops instead of running
+        into a closed session, and typed input that still arrives is no longer a turn."""
+        self.ended = True
+        for task in list(self._background):
+            task.cancel()
+
     def _on_speech_started(self, _ev: Any) -> None:
         self.on_new_user_turn()
 
     def on_new_user_turn(self) -> None:
         """Advance the guard, and make sure no call of the superseded turn stays unanswered."""
         self.research.new_user_turn()
-        open_calls = self._unanswered_calls()
+        open_calls = [] if self.ended else self._unanswered_calls()
         if open_calls:
             task = asyncio.create_task(self._answer_dropped_calls(open_calls))
             self._background.add(task)
@@ -155,9 +164,20 @@ def make_text_input_cb(agent: LexvozAgent) -> TextInputCallback:
     """Typed `lk.chat` input is a new user turn too: advance the guard, then do what the framework does."""
 
     async def _cb(session: AgentSession[Any], ev: TextInputEvent) -> None:
+        # A message typed just before the person left can be read after the session began to close;
+        # the framework then raises "AgentSession isn't running", which its text stream reader logs as
+        # a warning with a traceback. Nobody is there to answer: drop it (its text is never logged).
+        if agent.ended:
+            logger.info("typed input arrived after the conversation ended; not answered")
+            return
         agent.on_new_user_turn()
-        result = FRAMEWORK_TEXT_INPUT(session, ev)
-        if inspect.isawaitable(result):
-            await result
+        try:
+            result = FRAMEWORK_TEXT_INPUT(session, ev)
+            if inspect.isawaitable(result):
+                await result
+        except RuntimeError:
+            if not agent.ended:
+                raise
+            logger.info("typed input arrived while the conversation was ending; not answered")
 
     return _cb
