@@ -8,12 +8,13 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 WEB_STAMP := web/node_modules/.installed
 INTEROP_STAMP := tests/interop/node_modules/.installed
-.PHONY: help venv web web-deps interop-deps livekit-server browser postgres redis run test test-fast test-multinode test-web evals lint format bench clean
+.PHONY: help venv web web-deps interop-deps livekit-server browser postgres redis run test test-fast test-python test-multinode test-web evals lint format bench clean
 
 help:
 	@echo "make run        start livekit-server, the search server, the page service and the worker"
 	@echo "make test       the whole test suite (installs what it needs)"
 	@echo "make test-fast  the suite without the end-to-end tests"
+	@echo "make test-python PY_VERSION=3.12  the suite without the end-to-end tests on another Python, in .venv-3.12"
 	@echo "make evals      agent behaviour evals: the real model and an LLM judge with OPENAI_API_KEY, else offline"
 	@echo "make lint       ruff and mypy (strict for agent/ and panama_law/)"
 	@echo "make bench      the benchmarks (figures in bench/results/)"
@@ -85,6 +86,39 @@ test-multinode: $(STAMP) livekit-server redis
 test-fast: $(STAMP) interop-deps
 	$(PY) -m pytest -m "not e2e and not multinode"
 
+# Another Python the project admits (requires-python), for the parts of the suite that need no running stack:
+# `make test-python PY_VERSION=3.12`. The interpreter is found at run time: pyenv's newest 3.12.x when pyenv
+# has one, else `python3.12` on PATH; the venv is `.venv-3.12`, made again when pyproject.toml changes.
+# With MISSING_PYTHON=skip a machine without that Python says so and succeeds (CI); otherwise it fails.
+PY_VERSION ?=
+MISSING_PYTHON ?= fail
+TEST_PYTHON_MARKERS := not e2e and not multinode and not journey
+test-python: interop-deps
+	@[[ "$(PY_VERSION)" =~ ^3\.[0-9]+$$ ]] || { echo "usage: make test-python PY_VERSION=3.12"; exit 2; }
+	@py=""; \
+	if root=$$(pyenv root 2>/dev/null) || root="$${PYENV_ROOT:-}"; [ -n "$$root" ]; then \
+	  for dir in $$(ls -d "$$root"/versions/$(PY_VERSION).[0-9]* 2>/dev/null | sort -V -r); do \
+	    if [ -x "$$dir/bin/python" ]; then py="$$dir/bin/python"; break; fi; \
+	  done; \
+	fi; \
+	if [ -z "$$py" ] && cand=$$(command -v python$(PY_VERSION)) \
+	  && [ "$$("$$cand" -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null)" = "$(PY_VERSION)" ]; then \
+	  py="$$cand"; \
+	fi; \
+	if [ -z "$$py" ]; then \
+	  echo "Python $(PY_VERSION): not on this machine (neither pyenv nor python$(PY_VERSION) on PATH)"; \
+	  [ "$(MISSING_PYTHON)" = skip ] && { echo "Python $(PY_VERSION): skipped"; exit 0; }; exit 1; \
+	fi; \
+	venv=.venv-$(PY_VERSION); \
+	if [ ! -f $$venv/.installed ] || [ pyproject.toml -nt $$venv/.installed ]; then \
+	  echo "Python $(PY_VERSION): $$("$$py" -c 'import sys; print(sys.version.split()[0])'), installing into $$venv"; \
+	  rm -rf $$venv && "$$py" -m venv $$venv \
+	    && $$venv/bin/python -m pip install --quiet --upgrade pip \
+	    && $$venv/bin/python -m pip install --quiet -e '.[dev]' && touch $$venv/.installed || exit 1; \
+	fi; \
+	echo "Python $(PY_VERSION): $$($$venv/bin/python -c 'import sys; print(sys.version.split()[0])'), -m '$(TEST_PYTHON_MARKERS)'"; \
+	$$venv/bin/python -m pytest -m "$(TEST_PYTHON_MARKERS)"
+
 # Live against the real model and the LLM judge when OPENAI_API_KEY is set (environment or .env); otherwise
 # the offline harness against the Realtime stand-in. Prints a table: scenario, pass/fail, reason.
 evals: $(STAMP)
@@ -109,4 +143,4 @@ bench: $(STAMP) livekit-server
 	$(PY) bench/evidence.py
 
 clean:
-	rm -rf $(VENV) web/node_modules web/dist tests/interop/node_modules bench/results
+	rm -rf $(VENV) .venv-3.* web/node_modules web/dist tests/interop/node_modules bench/results
