@@ -115,3 +115,18 @@ async def test_a_body_that_never_arrives_times_out(dist: Path) -> None:
         writer.close()
     finally:
         await runner.cleanup()
+
+
+@pytest.mark.parametrize(("rehearsal", "mode"), [(True, "rehearsal"), (False, "live")])
+async def test_the_page_learns_the_sites_mode_before_a_session(
+    make_client: ClientFactory, rehearsal: bool, mode: str
+) -> None:
+    """The first screen's privacy notice says where the voice will go before any agent has joined to say so:
+    `GET /api/config` names the mode this service runs in, uncached (a restart into the other mode shows)."""
+    client = await make_client(make_settings(LEXVOZ_REHEARSAL=rehearsal))
+    resp = await client.get("/api/config")
+    assert resp.status == 200
+    assert await resp.json() == {"mode": mode}
+    assert resp.headers["Cache-Control"] == "no-store"
+    assert "Content-Security-Policy" in resp.headers
+    assert (await client.post("/api/config")).status == 405

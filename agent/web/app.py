@@ -88,6 +88,16 @@ async def api_errors(request: web.Request, handler: Handler) -> web.StreamRespon
         return json_response({"error": "error interno"}, status=500)
 
 
+async def page_config(request: web.Request) -> web.Response:
+    """What the page needs to know before a session starts: the mode this site runs in.
+
+    The privacy notice on the first screen must say where the person's voice will go (OpenAI, or the local
+    stand-in in rehearsal mode) before they open the microphone, and no agent has joined yet to say so. The
+    agent's own `lexvoz.mode` still wins once it joins: a worker may be configured apart from this service."""
+    mode = "rehearsal" if request.app[SETTINGS_KEY].rehearsal else "live"
+    return json_response({"mode": mode}, headers={"Cache-Control": "no-store"})
+
+
 def _allow_header(exc: web.HTTPException) -> dict[str, str]:
     allow = exc.headers.get("Allow")
     return {"Allow": allow} if allow else {}
@@ -107,6 +117,7 @@ def create_app(settings: Settings, *, static_dir: Path | None = None) -> web.App
     app.on_cleanup.append(lambda _app: rooms.aclose())
     app.router.add_post("/api/session", create_session)
     app.router.add_post("/api/agent", request_agent)
+    app.router.add_get("/api/config", page_config)
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/{tail:(?!api/).*}", serve_page)
     return app

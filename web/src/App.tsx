@@ -34,6 +34,7 @@ import { PrivacyNotice } from './PrivacyNotice';
 import { ResearchPanel } from './ResearchPanel';
 import {
   acquireMicrophone,
+  fetchSiteMode,
   forgetResume,
   requestSession,
   SessionRequestError,
@@ -112,6 +113,15 @@ export function App() {
   const detachResearch = useRef<(() => void) | null>(null);
   // The mode the last agent announced (rehearsal or live): the privacy notice says where the voice goes.
   const [mode, setMode] = useState<AgentMode | undefined>(undefined);
+  // The mode the page service says this site runs in, for the first screen, before any agent has said it.
+  const [siteMode, setSiteMode] = useState<AgentMode | undefined>(undefined);
+  useEffect(() => {
+    const abort = new AbortController();
+    void fetchSiteMode(abort.signal).then((m) => {
+      if (!abort.signal.aborted) setSiteMode(m);
+    });
+    return () => abort.abort();
+  }, []);
   const reducedMotion = usePrefersReducedMotion();
   // New sources the person has not seen, announced near the chat while the panel is out of view.
   const researchList = useRef<HTMLDivElement>(null);
@@ -271,7 +281,7 @@ export function App() {
         )}
       </div>
 
-      {phase === 'idle' && <PrivacyNotice mode={mode} />}
+      {phase === 'idle' && <PrivacyNotice mode={mode ?? siteMode} />}
 
       {micError && (
         <p className="mic-error" data-testid="mic-error" role="alert">

@@ -4,10 +4,10 @@ import type { AgentMode } from './labels';
  * What happens to the person's voice and questions, in Spanish, shown on the start screen: the microphone
  * only opens when they press «Empezar», so they read this first.
  *
- * Where the voice goes depends on the agent's mode, and only the agent says which (`lexvoz.mode`, the same
- * attribute the rehearsal banner reads), once it has joined a session. So the notice names the one place
- * the voice goes when an agent of this page has said so (`mode`), and before that names both without
- * claiming either. The page service does not tell the page its mode before a session starts.
+ * Where the voice goes depends on the mode: the page service says which this site runs in (GET /api/config)
+ * before a session starts, and an agent that has joined says it in `lexvoz.mode` (the attribute the rehearsal
+ * banner reads), which wins, since a worker may be configured apart from the service. The caller passes the
+ * best it knows (`mode`); when neither has said, the notice names both without claiming either.
  */
 export const VOICE_DESTINATION: Record<AgentMode | 'unknown', string> = {
   live: 'Su voz y lo que escriba se envían a OpenAI para transcribirlos y responder.',

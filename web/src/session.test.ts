@@ -4,7 +4,7 @@
  */
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 
-import { forgetResume, requestSession, storedResume } from './session';
+import { fetchSiteMode, forgetResume, requestSession, storedResume } from './session';
 
 function reply(body: unknown, status = 200): Response {
   return new Response(JSON.stringify(body), { status, headers: { 'Content-Type': 'application/json' } });
@@ -61,5 +61,26 @@ describe('requestSession', () => {
     window.sessionStorage.setItem('lexvoz.resume', 'r1');
     forgetResume();
     expect(storedResume()).toBeNull();
+  });
+});
+
+describe('fetchSiteMode', () => {
+  it('reads the mode the page service runs in, uncached, before any session', async () => {
+    fetchMock.mockResolvedValueOnce(reply({ mode: 'rehearsal' }));
+    expect(await fetchSiteMode()).toBe('rehearsal');
+    const [url, init] = fetchMock.mock.calls[0] ?? [];
+    expect(url).toBe('/api/config');
+    expect((init as RequestInit).cache).toBe('no-store');
+    fetchMock.mockResolvedValueOnce(reply({ mode: 'live' }));
+    expect(await fetchSiteMode()).toBe('live');
+  });
+
+  it('claims no mode when the service cannot say', async () => {
+    fetchMock.mockResolvedValueOnce(reply({ error: 'no' }, 404));
+    expect(await fetchSiteMode()).toBeUndefined();
+    fetchMock.mockResolvedValueOnce(reply({ mode: 'openai-maybe' }));
+    expect(await fetchSiteMode()).toBeUndefined();
+    fetchMock.mockRejectedValueOnce(new TypeError('network down'));
+    expect(await fetchSiteMode()).toBeUndefined();
   });
 });

@@ -12,6 +12,8 @@
  */
 import { createLocalAudioTrack, MediaDeviceFailure, type LocalAudioTrack } from 'livekit-client';
 
+import { agentMode, type AgentMode } from './labels';
+
 export interface SessionInfo {
   url: string;
   token: string;
@@ -141,5 +143,20 @@ export async function acquireMicrophone(): Promise<MicrophoneResult> {
     return { ok: true, track };
   } catch (error) {
     return { ok: false, message: microphoneErrorMessage(error) };
+  }
+}
+
+/**
+ * The mode this site runs in, from GET /api/config: what the first screen's privacy notice needs before any
+ * agent has joined to announce it. Undefined when the service cannot say (the notice then claims neither).
+ */
+export async function fetchSiteMode(signal?: AbortSignal): Promise<AgentMode | undefined> {
+  try {
+    const response = await fetch('/api/config', { cache: 'no-store', credentials: 'same-origin', signal });
+    if (!response.ok) return undefined;
+    const body: unknown = await response.json();
+    return typeof body === 'object' && body !== null ? agentMode((body as { mode?: string }).mode) : undefined;
+  } catch {
+    return undefined;
   }
 }
