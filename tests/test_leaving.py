@@ -99,15 +99,26 @@ async def test_leaving_cancels_the_pending_answer_to_a_dropped_call(
     answer it as discarded), then leaves within that period: the waiting task ends with the session."""
     caplog.set_level(logging.INFO)
     async with Rig(no_search_server.url, standin, http, greet=False) as rig:
+        # The plugin handles server events in order, some time after the stand-in sent them: count the
+        # speech starts it has handled (the question's, then the one over the call) rather than wait on
+        # the first one, which may come after the registration. `call_soon`: after every handler of the
+        # event, the agent's among them, has run.
+        loop = asyncio.get_running_loop()
+        handled: list[object] = []
+        spoke_over_the_call = asyncio.Event()
+
+        def on_speech_started(ev: object) -> None:
+            handled.append(ev)
+            if len(handled) == 2:
+                loop.call_soon(spoke_over_the_call.set)
+
+        rig.agent.realtime_llm_session.on("input_speech_started", on_speech_started)
         await standin.inject_user_turn("pregunta interrumpida")
         await standin.wait_for_server_event(
             "response.output_item.done", lambda e: e["item"]["type"] == "function_call", timeout=10
         )
-        heard = asyncio.Event()  # set once every handler of the event, the agent's among them, has run
-        loop = asyncio.get_running_loop()
-        rig.agent.realtime_llm_session.on("input_speech_started", lambda _ev: loop.call_soon(heard.set))
         await standin.inject_speech_started()
-        await asyncio.wait_for(heard.wait(), 5)
+        await asyncio.wait_for(spoke_over_the_call.wait(), 5)
         assert _tasks_running("_answer_dropped_calls"), "the agent is not waiting to answer the dropped call"
         await rig.session.aclose()
         assert _tasks_running("_answer_dropped_calls") == []
