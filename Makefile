@@ -13,7 +13,7 @@ INTEROP_STAMP := tests/interop/node_modules/.installed
 help:
 	@echo "make run        start livekit-server, the search server, the page service and the worker"
 	@echo "make test       the whole test suite (installs what it needs)"
-	@echo "make test-fast  the suite without the end-to-end tests"
+	@echo "make test-fast  the suite without the end-to-end, two-node and journey tests"
 	@echo "make test-python PY_VERSION=3.12  the suite without the end-to-end tests on another Python, in .venv-3.12"
 	@echo "make evals      agent behaviour evals: the real model and an LLM judge with OPENAI_API_KEY, else offline"
 	@echo "make lint       ruff and mypy (strict for agent/ and panama_law/)"
@@ -84,7 +84,7 @@ test-multinode: $(STAMP) livekit-server redis
 	$(PY) -m pytest -m multinode tests/multinode
 
 test-fast: $(STAMP) interop-deps
-	$(PY) -m pytest -m "not e2e and not multinode"
+	$(PY) -m pytest -m "not e2e and not multinode and not journey"
 
 # Another Python the project admits (requires-python), for the parts of the suite that need no running stack:
 # `make test-python PY_VERSION=3.12`. The interpreter is found at run time: pyenv's newest 3.12.x when pyenv
@@ -141,6 +141,7 @@ bench: $(STAMP) livekit-server
 	$(PY) bench/gateway.py
 	$(PY) bench/search.py
 	$(PY) bench/evidence.py
+	$(PY) bench/norm_reload.py
 
 clean:
 	rm -rf $(VENV) .venv-3.* web/node_modules web/dist tests/interop/node_modules bench/results
