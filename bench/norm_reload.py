@@ -27,7 +27,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import httpx
 import httpx2
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
@@ -36,6 +35,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # `python bench/norm_reload.py` from the repository root
     sys.path.insert(0, str(ROOT))
 
+from bench.servers import wait_healthy  # noqa: E402
 from bench.stats import percentile  # noqa: E402
 from panama_law import corpus, index  # noqa: E402
 from panama_law.build import import_file, import_norms  # noqa: E402
@@ -88,17 +88,11 @@ def _start_server(data_dir: Path, log: Path) -> tuple[subprocess.Popen[bytes], s
             stdout=sink,
             stderr=subprocess.STDOUT,
         )
-    started = time.perf_counter()
-    while True:
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
-                return proc, f"http://127.0.0.1:{port}"
-        except httpx.HTTPError:
-            pass
-        if proc.poll() is not None or time.perf_counter() - started > 600:
-            proc.terminate()
-            raise RuntimeError(f"the search server did not become healthy: {log.read_text(errors='replace')}")
-        time.sleep(0.05)
+    try:
+        wait_healthy(proc, f"http://127.0.0.1:{port}/healthz", what="the search server")
+    except RuntimeError as exc:
+        raise RuntimeError(f"{exc}: {log.read_text(errors='replace')}") from None
+    return proc, f"http://127.0.0.1:{port}"
 
 
 async def _cites(session: ClientSession, latencies: list[float]) -> bool:

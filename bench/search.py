@@ -35,7 +35,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import httpx
 import httpx2
 import psutil
 from mcp.client.session import ClientSession
@@ -46,6 +45,7 @@ if str(ROOT) not in sys.path:  # `python bench/search.py` from the repository ro
     sys.path.insert(0, str(ROOT))
 
 from bench.hostspeed import reference  # noqa: E402
+from bench.servers import wait_healthy  # noqa: E402
 from bench.stats import percentile  # noqa: E402
 from panama_law import corpus, index  # noqa: E402
 from tests import constitution  # noqa: E402
@@ -183,17 +183,8 @@ def _start_server(checkout: Path, data_dir: str) -> tuple[subprocess.Popen[bytes
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    started = time.perf_counter()
-    while True:
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
-                return proc, f"http://127.0.0.1:{port}/mcp"
-        except httpx.HTTPError:
-            pass
-        if proc.poll() is not None or time.perf_counter() - started > 600:
-            proc.terminate()
-            raise RuntimeError(f"the server from {checkout} did not become healthy")
-        time.sleep(0.05)
+    wait_healthy(proc, f"http://127.0.0.1:{port}/healthz", what=f"the server from {checkout}")
+    return proc, f"http://127.0.0.1:{port}/mcp"
 
 
 async def _side_by_side(urls: dict[str, str], questions: list[str], n: int) -> dict[str, dict[str, float]]:
