@@ -15,6 +15,7 @@ from typing import Any
 
 import aiohttp
 import pytest
+from livekit.agents import ChatMessage, ConversationItemAddedEvent
 from livekit.agents.voice.events import FunctionToolsExecutedEvent
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -22,10 +23,11 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from agent.mcp.gateway import GatewayOptions, McpGateway
 from agent.ops.telemetry import setup_tracing
 from agent.settings import Settings
+from agent.voice import speech
 from agent.voice.conversation import build_conversation
 from agent.voice.research import DISCARDED_OUTPUT
 from realtime_standin import GREETING, RealtimeStandIn
-from tests.job_double import USER_IDENTITY, TextReader, chat_handler, fake_job, messages, mocked_room
+from tests.job_double import USER_IDENTITY, TextReader, chat_handler, fake_job, messages, mocked_room, until
 from tests.mcp_fixture import FakeMcpServer, synthetic_source
 
 
@@ -288,3 +290,68 @@ async def test_a_search_discarded_without_an_interruption_asks_for_no_reply(
         assert [o.call_id for o in executed.function_call_outputs] == [output_event["item"]["call_id"]]
         assert not executed.has_tool_reply
     assert rig.types() == ["started", "discarded"]
+
+
+# At 60 ms a character the stand-in's greeting plays for about 5 s; after 2 s part of it has reached the
+# room's audio output (earlier, the framework may count it as never played) and most of it is still to come.
+GREETING_PLAYING_S = 2.0
+
+
+def speech_messages(room: Any) -> list[dict[str, Any]]:
+    """The `lexvoz.speech` messages the agent published to the room, in order."""
+    return [
+        json.loads(call.args[0])
+        for call in room.local_participant.publish_data.await_args_list
+        if call.kwargs.get("topic") == speech.TOPIC
+    ]
+
+
+def assistant_items(rig: Rig) -> asyncio.Queue[ChatMessage]:
+    """The assistant messages the session adds to the conversation (the framework's own account)."""
+    queue: asyncio.Queue[ChatMessage] = asyncio.Queue()
+
+    def _added(ev: ConversationItemAddedEvent) -> None:
+        if isinstance(ev.item, ChatMessage) and ev.item.role == "assistant":
+            queue.put_nowait(ev.item)
+
+    rig.session.on("conversation_item_added", _added)
+    return queue
+
+
+async def test_speech_cut_off_by_the_persons_voice_is_reported_to_the_page(
+    http: aiohttp.ClientSession, mcp: FakeMcpServer
+) -> None:
+    async with RealtimeStandIn(speed=1.0, ms_per_char=60) as slow, Rig(mcp.url, slow, http, greet=True) as rig:
+        items = assistant_items(rig)
+        await slow.wait_for_server_event("response.output_audio.delta", timeout=10)
+        await asyncio.sleep(GREETING_PLAYING_S)
+        await slow.inject_speech_started()  # the person talks over it
+        item = await asyncio.wait_for(items.get(), 10)
+        assert item.interrupted
+        await until(rig.room, lambda: speech_messages(rig.room) != [])
+        assert speech_messages(rig.room) == [{"v": 1, "type": "interrupted"}]  # no text, no id
+
+
+async def test_speech_cut_off_by_a_typed_question_is_reported_to_the_page(
+    http: aiohttp.ClientSession, mcp: FakeMcpServer
+) -> None:
+    async with RealtimeStandIn(speed=1.0, ms_per_char=60) as slow, Rig(mcp.url, slow, http, greet=True) as rig:
+        items = assistant_items(rig)
+        await slow.wait_for_server_event("response.output_audio.delta", timeout=10)
+        await asyncio.sleep(GREETING_PLAYING_S)
+        chat_handler(rig.room)(TextReader("pregunta escrita"), USER_IDENTITY)  # typed while the agent speaks
+        item = await asyncio.wait_for(items.get(), 10)
+        assert item.interrupted
+        await until(rig.room, lambda: speech_messages(rig.room) != [])
+        assert speech_messages(rig.room)[0] == {"v": 1, "type": "interrupted"}
+
+
+async def test_speech_said_to_the_end_is_not_reported(
+    standin: RealtimeStandIn, http: aiohttp.ClientSession, mcp: FakeMcpServer
+) -> None:
+    async with Rig(mcp.url, standin, http, greet=True) as rig:
+        items = assistant_items(rig)
+        item = await asyncio.wait_for(items.get(), 10)
+        assert not item.interrupted
+        await asyncio.sleep(0.2)  # a message would be published right after the item
+        assert speech_messages(rig.room) == []

@@ -1,7 +1,8 @@
-"""The page's copy of the research protocol matches the worker's: topic, version, message types, reasons, limits.
+"""The page's copy of the page protocol matches the worker's: topics, versions, message types, reasons, limits.
 
 The page is TypeScript and cannot import the Python vocabulary, so this test reads `web/src/research.ts` and
-fails when either side changes alone (the page once lacked the `contract` reason and showed a generic line).
+`web/src/speech.ts` and fails when either side changes alone (the page once lacked the `contract` reason and
+showed a generic line).
 """
 
 from __future__ import annotations
@@ -11,24 +12,25 @@ from pathlib import Path
 from typing import get_args
 
 from agent import contract
-from agent.voice import evidence
+from agent.voice import evidence, speech
 
 PAGE = Path("web/src/research.ts")
+SPEECH_PAGE = Path("web/src/speech.ts")
 
 
-def _page() -> str:
-    return PAGE.read_text(encoding="utf-8")
+def _page(page: Path = PAGE) -> str:
+    return page.read_text(encoding="utf-8")
 
 
-def _string_array(name: str) -> list[str]:
-    match = re.search(rf"export const {name} = \[(.*?)\] as const;", _page(), re.S)
-    assert match, f"{name} not found in {PAGE}"
+def _string_array(name: str, page: Path = PAGE) -> list[str]:
+    match = re.search(rf"export const {name} = \[(.*?)\] as const;", _page(page), re.S)
+    assert match, f"{name} not found in {page}"
     return re.findall(r"'([^']+)'", match.group(1))
 
 
-def _constant(name: str) -> str:
-    match = re.search(rf"export const {name} = ([^;]+);", _page())
-    assert match, f"{name} not found in {PAGE}"
+def _constant(name: str, page: Path = PAGE) -> str:
+    match = re.search(rf"export const {name} = ([^;]+);", _page(page))
+    assert match, f"{name} not found in {page}"
     return match.group(1).strip().strip("'")
 
 
@@ -64,3 +66,25 @@ def test_field_limits_match_the_contract() -> None:
     assert limits["excerpt"] == contract.MAX_EXCERPT_CHARS
     assert limits["meta"] == contract.MAX_META_CHARS
     assert limits["url"] == contract.MAX_URL_CHARS
+
+
+def test_speech_topic_version_and_types_match_the_publisher() -> None:
+    assert _constant("SPEECH_TOPIC", SPEECH_PAGE) == speech.TOPIC != evidence.TOPIC
+    assert (
+        int(_constant("SPEECH_PROTOCOL_VERSION", SPEECH_PAGE))
+        == get_args(speech.Interrupted.model_fields["v"].annotation)[0]
+    )
+    python_types = [get_args(m.model_fields["type"].annotation)[0] for m in speech.MESSAGES]
+    assert _string_array("SPEECH_MESSAGE_TYPES", SPEECH_PAGE) == python_types
+
+
+def test_speech_messages_carry_no_conversation_text() -> None:
+    for message in speech.MESSAGES:
+        assert set(message.model_fields) == {"v", "type"}
+    assert speech.Interrupted().model_dump_json() == '{"v":1,"type":"interrupted"}'
+
+
+def test_the_page_takes_speech_messages_only_from_the_agent() -> None:
+    parser = re.search(r"export function parseSpeechMessage\((.*?)\n\}", _page(SPEECH_PAGE), re.S)
+    assert parser
+    assert "sender?.kind !== ParticipantKind.AGENT) return null" in parser.group(1)

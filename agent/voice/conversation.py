@@ -32,6 +32,7 @@ from agent.voice.evidence import EvidencePublisher
 from agent.voice.model_link import ModelFailure, ModelLink
 from agent.voice.observers import count_tool_call
 from agent.voice.research import ResearchSession, ToolEvent
+from agent.voice.speech import InterruptionNotifier
 
 logger = logging.getLogger("lexvoz.conversation")
 
@@ -137,6 +138,7 @@ class Conversation:
     session: AgentSession[None]
     room_options: RoomOptions
     link: ModelLink
+    interruptions: InterruptionNotifier
     warm_up: asyncio.Task[None] | None = None
     time_limit: asyncio.Task[None] | None = None
     ended: asyncio.Event = field(default_factory=asyncio.Event)
@@ -154,6 +156,8 @@ class Conversation:
                 {MODE_ATTRIBUTE: "rehearsal" if self.settings.rehearsal else "live", **self.link.attributes()}
             )
         self.session.on("close", self._on_close)
+        # Tells the page which agent line was cut off (see agent/voice/speech.py).
+        self.interruptions.attach(self.session)
         await self.session.start(agent=self.agent, room=self.room, room_options=self.room_options)
         metrics.sessions_active.inc()
         self._counted = True
@@ -239,6 +243,7 @@ def build_conversation(
         session=session,
         room_options=room_options,
         link=link,
+        interruptions=InterruptionNotifier(room.local_participant),
     )
     link.on_failure = conversation._on_model_failure
     model.session_listeners.append(link.watch)

@@ -9,19 +9,21 @@ import {
   useChat,
   useConnectionState,
   useLocalParticipant,
+  useRoomContext,
   useTranscriptions,
   useVoiceAssistant,
 } from '@livekit/components-react';
-import { ConnectionState } from 'livekit-client';
-import { useCallback, useEffect, useMemo, useState } from 'react';
+import { ConnectionState, RoomEvent, type RemoteParticipant } from 'livekit-client';
+import { useCallback, useEffect, useMemo, useRef, useState } from 'react';
 
 import { useAgentRequest } from './agentRequest';
 import { Conversation } from './Conversation';
 import { withModelLink } from './failures';
 import { agentMode, displayAgentState, END_REASON_ATTRIBUTE, endReasonMessage, MODE_ATTRIBUTE, type AgentMode } from './labels';
+import { parseSpeechMessage, SPEECH_TOPIC } from './speech';
 import {
   buildTranscript,
-  lineBeingSaid,
+  latestAgentLine,
   TRANSCRIPTION_FINAL_ATTRIBUTE,
   type RawLine,
   type TranscriptLine,
@@ -77,8 +79,9 @@ export function SessionView({
   const { localParticipant } = useLocalParticipant();
   const localIdentity = localParticipant.identity;
 
-  // Agent lines the person cut off by typing while they were being said (see transcript.ts).
+  // Agent lines the worker reported as cut off, by the person's voice or a typed question (see speech.ts).
   const [cut, setCut] = useState<ReadonlySet<string>>(() => new Set());
+  const room = useRoomContext();
 
   // The attributes are read when this runs: livekit-client updates a stream's attributes in place when
   // its trailer (which carries the final "true") arrives, without a new render.
@@ -104,14 +107,31 @@ export function SessionView({
   // The agent's state is an input: its newest line stops being "in progress" when it stops speaking.
   const lines = useMemo<TranscriptLine[]>(() => buildTranscript(rawLines(), rawState, cut), [rawLines, rawState, cut]);
 
+  // Read when a message arrives, so the handler below sees the lines of the latest render.
+  const currentLines = useRef(rawLines);
+  useEffect(() => {
+    currentLines.current = rawLines;
+  }, [rawLines]);
+  useEffect(() => {
+    const onData = (payload: Uint8Array, participant?: RemoteParticipant, _kind?: unknown, topic?: string) => {
+      if (topic !== SPEECH_TOPIC) return;
+      const message = parseSpeechMessage(participant ? { kind: participant.kind } : undefined, payload);
+      if (message?.type !== 'interrupted') return;
+      const id = latestAgentLine(currentLines.current());
+      if (id) setCut((previous) => new Set(previous).add(id));
+    };
+    room.on(RoomEvent.DataReceived, onData);
+    return () => {
+      room.off(RoomEvent.DataReceived, onData);
+    };
+  }, [room]);
+
+  // Only sends: whether the question cut the agent off is the worker's to say (a `lexvoz.speech` message).
   const onSend = useCallback(
     async (text: string) => {
-      const beingSaid = lineBeingSaid(rawLines(), rawState);
       await send(text);
-      // Sent: the agent now cuts the line it was saying to answer this question.
-      if (beingSaid) setCut((previous) => new Set(previous).add(beingSaid));
     },
-    [send, rawLines, rawState],
+    [send],
   );
 
   return (

@@ -6,6 +6,9 @@
  */
 import type { ReactNode } from 'react';
 
+/** A room nobody sends data in: SessionView subscribes to it and hears nothing. */
+const quietRoom = { on: () => quietRoom, off: () => quietRoom };
+
 export function livekitComponentsDouble<P extends { children?: ReactNode }>(
   renders: P[],
   hooks: Record<string, unknown>,
@@ -22,6 +25,7 @@ export function livekitComponentsDouble<P extends { children?: ReactNode }>(
     useConnectionState: () => 'connected',
     useTranscriptions: () => [],
     useLocalParticipant: () => ({ localParticipant: { identity: 'usuario' } }),
+    useRoomContext: () => quietRoom,
     ...hooks,
   };
 }

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 
-import { buildTranscript, isLineFinal, lineBeingSaid, type RawLine } from './transcript';
+import { buildTranscript, isLineFinal, latestAgentLine, type RawLine } from './transcript';
 
 let clock = 0;
 function spoken(speaker: RawLine['speaker'], text: string, finalAttribute?: string): RawLine {
@@ -102,19 +102,22 @@ describe('buildTranscript', () => {
 });
 
 describe('interrupted agent lines', () => {
-  it('the line being said is the newest spoken agent line while the agent speaks and its final is not in', () => {
+  it('the line a cut-off message is about is the newest spoken agent line, whatever its state', () => {
     const greeting = spoken('agent', 'Hola, soy Lexvoz.', 'true');
     const question = typed('user', '¿Idioma oficial?');
     const answer = spoken('agent', 'Modo', 'false');
-    expect(lineBeingSaid([greeting, question, answer], 'speaking')).toBe(answer.id);
-    // Finished: the agent listens again, or the stream's trailer already said final=true.
-    expect(lineBeingSaid([greeting, question, answer], 'listening')).toBeNull();
-    expect(lineBeingSaid([greeting, question, { ...answer, finalAttribute: 'true' }], 'speaking')).toBeNull();
-    expect(lineBeingSaid([greeting, question], 'speaking')).toBeNull();
-    expect(lineBeingSaid([], 'speaking')).toBeNull();
+    expect(latestAgentLine([greeting, question, answer])).toBe(answer.id);
+    // Its final may already be in (the framework closes the stream as it cuts it): still that line.
+    expect(latestAgentLine([answer, greeting, { ...question, timestamp: 0 }])).toBe(answer.id);
+    // The person's lines and the agent's typed lines are not its speech.
+    expect(latestAgentLine([greeting, question, spoken('user', 'oiga', 'false'), typed('agent', 'texto')])).toBe(
+      greeting.id,
+    );
+    expect(latestAgentLine([question])).toBeNull();
+    expect(latestAgentLine([])).toBeNull();
   });
 
-  it('marks a line the person typed over once it is final, as interrupted, and no other', () => {
+  it('marks a line the worker reported as cut off once it is final, as interrupted, and no other', () => {
     const greeting = spoken('agent', 'Hola, soy Lexvoz.', 'true');
     const question = typed('user', '¿Idioma oficial?');
     const answer = spoken('agent', 'Modo', 'false');

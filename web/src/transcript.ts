@@ -9,12 +9,11 @@
  * arrives as a new stream per STT update (same segment id), so their final "true" does reach us; a user
  * line is also final once a newer user line exists, so a lost final cannot leave one greyed out forever.
  *
- * An agent line is marked interrupted when the person sent a typed question while the page showed that line
- * still being said (the newest agent line, the agent speaking, its final flag not yet "true"): the agents
- * framework answers typed input by cutting the current speech, so what the line shows is all that was said.
- * The page records that at the moment it sends (see `lineBeingSaid`) and shows the mark once the line is
- * final. A line cut by the person's voice is not marked: nothing the page receives tells it apart from a
- * line the agent finished just before the person spoke.
+ * An agent line is marked interrupted when the worker says its speech was cut off (a `lexvoz.speech`
+ * `interrupted` message, see speech.ts): livekit-agents knows how much of each message was played, whether the
+ * person spoke over it or typed a question. The page marks the newest spoken agent line when that message
+ * arrives (`latestAgentLine`) and shows the mark once the line is final. It no longer guesses at send time
+ * from what it shows: that guess missed lines cut by voice and could mark a line that had just finished.
  */
 import type { AgentState } from '@livekit/components-react';
 
@@ -35,7 +34,7 @@ export interface RawLine {
 
 export interface TranscriptLine extends RawLine {
   final: boolean;
-  /** An agent line the person cut off by sending a question while it was being said; only once final. */
+  /** An agent line the worker reported as cut off (by voice or a typed question); only once final. */
   interrupted: boolean;
 }
 
@@ -57,7 +56,7 @@ export function isLineFinal(
 /**
  * Sort the lines by time, mark each final or not, and drop blank ones. Finality is worked out before the
  * blank lines go, so the agent's just-opened (still empty) line already makes its previous one final.
- * `cut`: ids of agent lines the person talked over by typing (see `lineBeingSaid`); such a line reads as
+ * `cut`: ids of agent lines the worker reported as cut off (see `latestAgentLine`); such a line reads as
  * interrupted once it is final, never while it is still in progress.
  */
 export function buildTranscript(
@@ -78,14 +77,12 @@ export function buildTranscript(
 }
 
 /**
- * The id of the agent line being said right now (the newest spoken agent line, not yet final), or null.
- * Read it just before the person's typed question goes out: that is the line the question cuts off.
+ * The id of the newest spoken agent line, or null: the line a `lexvoz.speech` `interrupted` message is about
+ * when it arrives (the worker sends it when that speech ends, before the agent's next line can begin).
+ * Typed agent lines are not speech, so they never take the mark.
  */
-export function lineBeingSaid(lines: readonly RawLine[], agentState: AgentState | undefined): string | null {
+export function latestAgentLine(lines: readonly RawLine[]): string | null {
   const agentLines = lines.filter((l) => l.speaker === 'agent' && !l.typed);
   const newest = agentLines.reduce<RawLine | null>((a, b) => (a === null || b.timestamp >= a.timestamp ? b : a), null);
-  if (newest === null) return null;
-  // A newer typed agent line would also make it final; isLineFinal's own rule for the newest one decides.
-  const newerTyped = lines.some((l) => l.speaker === 'agent' && l.typed && l.timestamp > newest.timestamp);
-  return isLineFinal(newest, newerTyped, agentState) ? null : newest.id;
+  return newest === null ? null : newest.id;
 }
