@@ -307,7 +307,9 @@ async def test_refused_requests_warn_at_most_once_a_period(
     assert statuses.count(429) == 39
     for _ in range(20):
         await client.post("/api/session", headers={"Origin": "https://evil.example"})
-    warnings = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    # The page service's own warnings: asyncio may log, at any moment, a task an earlier test left to the
+    # garbage collector ("Task was destroyed but it is pending"), which says nothing of this service.
+    warnings = [r for r in caplog.records if r.levelno >= logging.WARNING and r.name.startswith("lexvoz.web")]
     assert len(warnings) <= 2, [r.getMessage() for r in warnings]  # one per kind, not one per request
 
 
