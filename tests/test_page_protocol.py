@@ -16,6 +16,7 @@ from agent.voice import evidence, speech
 
 PAGE = Path("web/src/research.ts")
 SPEECH_PAGE = Path("web/src/speech.ts")
+AGENT_MESSAGE_PAGE = Path("web/src/agentMessage.ts")
 
 
 def _page(page: Path = PAGE) -> str:
@@ -87,4 +88,8 @@ def test_speech_messages_carry_no_conversation_text() -> None:
 def test_the_page_takes_speech_messages_only_from_the_agent() -> None:
     parser = re.search(r"export function parseSpeechMessage\((.*?)\n\}", _page(SPEECH_PAGE), re.S)
     assert parser
-    assert "sender?.kind !== ParticipantKind.AGENT) return null" in parser.group(1)
+    assert "if (!isAgentSender(sender)) return null;" in parser.group(1)
+    # The rule itself, shared with the research topic (web/src/agentMessage.ts): the sender is the agent participant.
+    shared = re.search(r"export function isAgentSender\((.*?)\n\}", _page(AGENT_MESSAGE_PAGE), re.S)
+    assert shared
+    assert "return sender?.kind === ParticipantKind.AGENT;" in shared.group(1)

@@ -4,7 +4,9 @@
  * Kept free of React so the rules the panel depends on (only the agent may speak on this topic, only
  * well-formed messages count, only http/https links are ever shown) are unit-tested on their own.
  */
-import { ParticipantKind } from 'livekit-client';
+import { isAgentSender, isJsonObject as isObject, parseJsonObject, type AgentSender, type JsonObject } from './agentMessage';
+
+export { isAgentSender };
 
 export const RESEARCH_TOPIC = 'lexvoz.research';
 export const PROTOCOL_VERSION = 1;
@@ -119,21 +121,14 @@ export interface ResearchState {
 
 export const initialResearchState: ResearchState = { entries: [] };
 
-/** Who sent a message: the participant's kind as LiveKit reports it (undefined when unknown). */
-export interface ResearchSender {
-  kind?: ParticipantKind;
-}
+/** Who sent a message (the rule on who may: `isAgentSender`, shared with the other agent topics). */
+export type ResearchSender = AgentSender;
 
 export type ResearchAction =
   | { type: 'received'; sender: ResearchSender | undefined; payload: string | Uint8Array }
   | { type: 'agentGone' }
   | { type: 'sessionEnded' }
   | { type: 'reset' };
-
-/** Only the agent participant may feed the panel: a person in the room must not be able to fake evidence. */
-export function isAgentSender(sender: ResearchSender | undefined): boolean {
-  return sender?.kind === ParticipantKind.AGENT;
-}
 
 /** The URL as the browser would follow it, or undefined unless it is http/https (no javascript:, data:...). */
 export function safeHttpUrl(value: unknown): string | undefined {
@@ -149,11 +144,7 @@ export function safeHttpUrl(value: unknown): string | undefined {
   return parsed.href;
 }
 
-type Json = Record<string, unknown>;
-
-function isObject(value: unknown): value is Json {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
+type Json = JsonObject;
 
 function boundedString(value: unknown, max: number, allowEmpty = false): string | undefined {
   if (typeof value !== 'string') return undefined;
@@ -189,27 +180,10 @@ function parseSource(value: unknown): ResearchSource | null {
   return source;
 }
 
-function decode(payload: string | Uint8Array): string | null {
-  if (typeof payload === 'string') return payload;
-  try {
-    return new TextDecoder('utf-8', { fatal: true }).decode(payload);
-  } catch {
-    return null;
-  }
-}
-
 /** One message from its wire form, or null for anything that is not a well-formed v1 message. */
 export function parseResearchMessage(payload: string | Uint8Array): ResearchMessage | null {
-  if (payload.length > MAX_MESSAGE_CHARS * 4) return null;
-  const text = decode(payload);
-  if (text === null || text.length > MAX_MESSAGE_CHARS) return null;
-  let data: unknown;
-  try {
-    data = JSON.parse(text);
-  } catch {
-    return null;
-  }
-  if (!isObject(data) || data.v !== PROTOCOL_VERSION) return null;
+  const data = parseJsonObject(payload, MAX_MESSAGE_CHARS);
+  if (data === null || data.v !== PROTOCOL_VERSION) return null;
   const callId = boundedString(data.call_id, LIMITS.callId);
   const turn = data.turn;
   if (callId === undefined || typeof turn !== 'number' || !Number.isInteger(turn) || turn < 0) return null;

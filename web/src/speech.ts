@@ -8,7 +8,7 @@
  * the worker has sent it. Like research messages, only the agent participant may send it: a person in the
  * room must not be able to mark the agent's lines.
  */
-import { ParticipantKind } from 'livekit-client';
+import { isAgentSender, parseJsonObject, type AgentSender } from './agentMessage';
 
 export const SPEECH_TOPIC = 'lexvoz.speech';
 export const SPEECH_PROTOCOL_VERSION = 1;
@@ -18,24 +18,11 @@ export type SpeechMessage = { type: (typeof SPEECH_MESSAGE_TYPES)[number] };
 /** Far bigger than any honest message; anything larger is not parsed. */
 const MAX_SPEECH_MESSAGE_CHARS = 1_024;
 
-/** Who sent a message: the participant's kind as LiveKit reports it (undefined when unknown). */
-export interface SpeechSender {
-  kind?: ParticipantKind;
-}
-
 /** The message, if the agent participant sent a well-formed one of this protocol version; otherwise null. */
-export function parseSpeechMessage(sender: SpeechSender | undefined, payload: string | Uint8Array): SpeechMessage | null {
-  if (sender?.kind !== ParticipantKind.AGENT) return null;
-  const text = typeof payload === 'string' ? payload : new TextDecoder().decode(payload);
-  if (text.length > MAX_SPEECH_MESSAGE_CHARS) return null;
-  let data: unknown;
-  try {
-    data = JSON.parse(text);
-  } catch {
-    return null;
-  }
-  if (typeof data !== 'object' || data === null) return null;
-  const { v, type } = data as { v?: unknown; type?: unknown };
-  if (v !== SPEECH_PROTOCOL_VERSION) return null;
+export function parseSpeechMessage(sender: AgentSender | undefined, payload: string | Uint8Array): SpeechMessage | null {
+  if (!isAgentSender(sender)) return null;
+  const data = parseJsonObject(payload, MAX_SPEECH_MESSAGE_CHARS);
+  if (data === null || data.v !== SPEECH_PROTOCOL_VERSION) return null;
+  const { type } = data;
   return (SPEECH_MESSAGE_TYPES as readonly unknown[]).includes(type) ? { type: type as SpeechMessage['type'] } : null;
 }
