@@ -28,7 +28,6 @@ import subprocess
 import sys
 import threading
 import time
-import wave
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,6 +35,7 @@ from pathlib import Path
 import pytest
 
 from panama_law import index as law_index
+from tests.e2e.browser import write_wav
 from tests.e2e.conftest import livekit_port
 from tests.ports import free_port
 
@@ -188,23 +188,14 @@ def make_run(tmp_path: Path, constitution_path: Path) -> Iterator[Run]:
         _kill_all_with(run.marker)
 
 
-def _silent_microphone(path: Path) -> Path:
-    """A second of silence for Chromium's fake microphone: its default beeps would be heard as speech, and a
-    spoken turn barges in on the typed questions this journey asks."""
-    with wave.open(str(path), "wb") as out:
-        out.setnchannels(1)
-        out.setsampwidth(2)
-        out.setframerate(48_000)
-        out.writeframes(b"\0\0" * 48_000)
-    return path
-
-
 def _browser(run: Run, url: str) -> subprocess.Popen[str]:
     env = {
         **{k: v for k, v in run.env.items() if k != RUN_MARKER},
         "LEXVOZ_E2E_URL": url,
         "LEXVOZ_E2E_OUT": str(ARTIFACTS),
-        "LEXVOZ_E2E_AUDIO": str(_silent_microphone(run.log_dir.parent / "silence.wav")),
+        # Silence: Chromium's default fake microphone beeps, each beep is heard as speech, and a spoken turn
+        # barges in on the typed questions this journey asks.
+        "LEXVOZ_E2E_AUDIO": str(write_wav(run.log_dir.parent / "silence.wav", tone=False)),
         "LEXVOZ_E2E_TIMEOUT_MS": "60000",
         "LEXVOZ_E2E_QUESTION": CONSTITUTION_QUESTION,
         "LEXVOZ_E2E_EXPECT_CITATION": CONSTITUTION_CITATION,
