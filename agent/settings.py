@@ -144,6 +144,23 @@ class Settings(BaseSettings):
     agent_retry_s: float = Field(default=5.0, ge=1, le=300, alias="LEXVOZ_AGENT_RETRY_S")
     # Comma-separated origins allowed to call /api/session; unset means "the page's own origin only".
     allowed_origins: str | None = Field(default=None, alias="LEXVOZ_ALLOWED_ORIGINS")
+    # Host names this service answers to (the Host header, port aside); anything else is refused, which is what
+    # defeats DNS rebinding. Default: this machine's loopback names. Behind a proxy, list the public name.
+    allowed_hosts: Annotated[tuple[str, ...], NoDecode] = Field(
+        default=("localhost", "127.0.0.1", "::1"), alias="LEXVOZ_ALLOWED_HOSTS"
+    )
+    # Reverse proxies (addresses or CIDRs) whose X-Forwarded-For/Forwarded is believed; empty: nobody's.
+    trusted_proxies: Annotated[tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...], NoDecode] = Field(
+        default=(), alias="LEXVOZ_TRUSTED_PROXIES"
+    )
+    # Whole-service caps, whoever asks: live conversations at once, and new agent dispatches per minute.
+    max_conversations: int = Field(default=50, ge=1, le=100_000, alias="LEXVOZ_MAX_CONVERSATIONS")
+    max_dispatches_per_minute: int = Field(default=60, ge=1, le=100_000, alias="LEXVOZ_MAX_DISPATCHES_PER_MINUTE")
+    # Prometheus metrics of the page service (refusals by reason), on their own port; unset: off.
+    web_prometheus_port: int | None = Field(default=None, ge=0, le=65535, alias="LEXVOZ_WEB_PROMETHEUS_PORT")
+    # Where spent resume tokens are remembered until they expire when the ledger is not PostgreSQL (a local
+    # SQLite file, shared by the replicas on this host); default: beside the ledger.
+    spent_tokens_path: Path | None = Field(default=None, alias="LEXVOZ_SPENT_TOKENS_PATH")
     web_header_timeout_s: float = Field(default=10.0, gt=0, le=120, alias="LEXVOZ_WEB_HEADER_TIMEOUT_S")
     web_body_timeout_s: float = Field(default=10.0, gt=0, le=120, alias="LEXVOZ_WEB_BODY_TIMEOUT_S")
     rehearsal: bool = Field(default=False, alias="LEXVOZ_REHEARSAL")
@@ -165,6 +182,8 @@ class Settings(BaseSettings):
         "allowed_origins",
         "ledger_url",
         "ledger_retention_days",
+        "spent_tokens_path",
+        "web_prometheus_port",
         mode="before",
     )
     @classmethod
@@ -182,6 +201,26 @@ class Settings(BaseSettings):
     def _host_list(cls, v: object) -> object:
         if isinstance(v, str):
             return tuple(h.strip().lower() for h in v.split(",") if h.strip())
+        return v
+
+    @field_validator("allowed_hosts", mode="before")
+    @classmethod
+    def _allowed_hosts(cls, v: object) -> object:
+        if isinstance(v, str):
+            hosts = tuple(h.strip().lower().removeprefix("[").removesuffix("]") for h in v.split(",") if h.strip())
+            if not hosts:
+                raise ValueError("must list at least one host name (e.g. lexvoz.example.org)")
+            return hosts
+        return v
+
+    @field_validator("trusted_proxies", mode="before")
+    @classmethod
+    def _proxy_networks(cls, v: object) -> object:
+        if isinstance(v, str):
+            try:
+                return tuple(ipaddress.ip_network(item.strip(), strict=False) for item in v.split(",") if item.strip())
+            except ValueError as exc:
+                raise ValueError(f"must be addresses or CIDRs separated by commas ({exc})") from None
         return v
 
     @model_validator(mode="after")
@@ -244,6 +283,11 @@ class Settings(BaseSettings):
     def ledger_location(self) -> str | Path:
         """The ledger's store: LEXVOZ_LEDGER_URL when set, else the SQLite file LEXVOZ_LEDGER_PATH."""
         return self.ledger_url or self.ledger_path
+
+    @property
+    def spent_tokens_file(self) -> Path:
+        """The local store of spent resume tokens: LEXVOZ_SPENT_TOKENS_PATH, or beside the ledger."""
+        return self.spent_tokens_path or self.ledger_path.with_name("spent-resume-tokens.sqlite3")
 
     @property
     def digest_key_file(self) -> Path:
