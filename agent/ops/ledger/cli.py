@@ -13,6 +13,7 @@ import contextlib
 import json
 import os
 import sys
+import tempfile
 from collections.abc import Iterator
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
@@ -102,12 +103,29 @@ def _show(args: argparse.Namespace, location: str | Path, out: IO[str]) -> None:
 
 @contextlib.contextmanager
 def _output(path: Path | None) -> Iterator[IO[str]]:
+    """Stdout, or a new owner-only file that takes `path`'s name only once the export is complete.
+
+    The export holds what people asked, so it is written to a fresh 0600 file beside `path` (`mkstemp`:
+    created exclusively, never through an existing name) and renamed over `path` at the end. Whatever
+    was at `path` is replaced, never written through: an existing 0644 file gives way to the new 0600
+    one, and a symbolic link is itself replaced, its target left untouched. A failed export leaves
+    `path` as it was.
+    """
     if path is None:
         yield sys.stdout
         return
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with open(fd, "w", encoding="utf-8") as f:
-        yield f
+    target = Path(path)
+    fd, temp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".part", dir=target.parent)
+    try:
+        with open(fd, "w", encoding="utf-8") as f:
+            yield f
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(temp, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temp)
+        raise
 
 
 def _export(args: argparse.Namespace, location: str | Path) -> None:
