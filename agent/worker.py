@@ -8,12 +8,9 @@ from __future__ import annotations
 
 import logging
 import math
-import os
 import sys
-import tempfile
 import threading
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -53,10 +50,18 @@ settings = _load_settings()
 
 
 def _multiproc_dir() -> str | None:
-    """Job processes write their metrics here; the worker's /metrics endpoint sums them."""
+    """Job processes write their metrics here; the worker's /metrics endpoint sums them.
+
+    A private directory (see `metrics.private_multiprocess_dir`), never a fixed shared path: a refused
+    PROMETHEUS_MULTIPROC_DIR stops the worker at start with one line.
+    """
     if settings.prometheus_port is None:
         return None
-    return os.environ.get("PROMETHEUS_MULTIPROC_DIR") or str(Path(tempfile.gettempdir()) / "lexvoz-prometheus")
+    try:
+        return str(metrics.private_multiprocess_dir())
+    except metrics.MultiprocessDirError as exc:
+        print(f"lexvoz: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
 
 
 class ShutdownNoiseFilter(logging.Filter):

@@ -10,12 +10,24 @@ every process writes its values to files in that directory and a `MultiProcessCo
 scrape side sums them. `AgentServer(prometheus_port=..., prometheus_multiproc_dir=...)` sets the
 variable for the job processes it spawns and serves `/metrics` from the main process with that
 collector, so the job processes' counters reach the one endpoint. See `setup_multiprocess_dir`.
+
+That directory is private to the worker's user: another local account that could plant a file or a
+symbolic link there could falsify the counters, or, through the stale-file cleanup at start, have the
+worker delete files elsewhere (the ledger, the digest key). So it is never a fixed shared path: without
+PROMETHEUS_MULTIPROC_DIR the worker makes a fresh 0700 directory per run (`private_multiprocess_dir`)
+and removes it at exit, and a directory the operator names is used only if it is a real directory of
+this user that no one else may write to. The job processes inherit the variable and check the same.
 """
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import logging
 import os
+import shutil
+import stat
+import tempfile
 from pathlib import Path
 
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram, start_http_server
@@ -28,6 +40,8 @@ __all__ = [
     "BREAKER_HALF_OPEN",
     "BREAKER_OPEN",
     "MODEL_FAILURE_CAUSES",
+    "MultiprocessDirError",
+    "check_private_dir",
     "ledger_dropped_total",
     "ledger_write_failures_total",
     "mcp_circuit_breaker_state",
@@ -40,6 +54,7 @@ __all__ = [
     "mcp_timeouts_total",
     "mcp_tool_calls_total",
     "model_failures_total",
+    "private_multiprocess_dir",
     "release_process_gauges",
     "scrape_registry",
     "sessions_active",
@@ -138,22 +153,81 @@ def start_metrics_server(port: int, addr: str = "127.0.0.1") -> int:
     return int(server.server_port)
 
 
+class MultiprocessDirError(Exception):
+    """PROMETHEUS_MULTIPROC_DIR cannot be used as a private directory: one line for the operator."""
+
+
+def check_private_dir(path: str | os.PathLike[str]) -> None:
+    """Refuse `path` unless it is a directory (not a symbolic link) of this user, not group/world-writable."""
+    try:
+        info = os.lstat(path)
+    except OSError as exc:
+        raise MultiprocessDirError(f"PROMETHEUS_MULTIPROC_DIR {os.fspath(path)!r}: {exc.strerror}") from None
+    problem = None
+    if stat.S_ISLNK(info.st_mode):
+        problem = "is a symbolic link"
+    elif not stat.S_ISDIR(info.st_mode):
+        problem = "is not a directory"
+    elif info.st_uid != os.geteuid():
+        problem = f"belongs to uid {info.st_uid}, not to this user (uid {os.geteuid()})"
+    elif info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        problem = f"is writable by others (mode {stat.S_IMODE(info.st_mode):04o})"
+    if problem:
+        raise MultiprocessDirError(
+            f"PROMETHEUS_MULTIPROC_DIR {os.fspath(path)!r} {problem}: use a directory only this user can"
+            " write to, or unset it to get a private one per run"
+        )
+
+
+def _private_existing_or_new(path: Path) -> Path:
+    """`path` made 0700 if absent (its parent must exist; a link or file in its place stays and fails the check)."""
+    with contextlib.suppress(FileExistsError):
+        os.mkdir(path, 0o700)
+    check_private_dir(path)
+    return path
+
+
+def private_multiprocess_dir() -> Path:
+    """The worker's metrics directory, exported as PROMETHEUS_MULTIPROC_DIR for the job processes it starts.
+
+    An operator's PROMETHEUS_MULTIPROC_DIR (created 0700 if absent) after `check_private_dir`; else a new
+    `lexvoz-prometheus-*` directory from `tempfile.mkdtemp` (0700, a name no one could have planted),
+    removed when this process exits. A job process that imports the worker inherits the variable, so it
+    checks and shares the same directory instead of making its own. Raises `MultiprocessDirError`.
+    """
+    provided = _multiprocess_dir()
+    if provided:
+        directory = _private_existing_or_new(Path(provided))
+    else:
+        directory = Path(tempfile.mkdtemp(prefix="lexvoz-prometheus-"))
+        atexit.register(shutil.rmtree, directory, ignore_errors=True)  # rmtree never follows links
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(directory)
+    return directory
+
+
 def setup_multiprocess_dir(path: str | os.PathLike[str]) -> Path:
     """Prepare `path` for prometheus multiprocess mode and export PROMETHEUS_MULTIPROC_DIR.
 
-    Call it in the worker's main process before the job processes start (equivalently, pass the
-    same path as `AgentServer(prometheus_multiproc_dir=...)`, which does the same). Stale `*.db`
-    files from an earlier run are removed so counters restart from zero with the worker. Metrics
-    already created in *this* process stay in memory: the variable is read when prometheus_client
-    is imported, so to include the main process too set it in the environment (the container does).
+    For a process that is not a LiveKit worker (the worker gets `private_multiprocess_dir`, and
+    livekit-agents clears the directory itself). `path` is created 0700 if absent and must pass
+    `check_private_dir`. Stale `*.db` files from an earlier run are removed so counters restart from
+    zero; the removal works on an open handle of the directory and unlinks names in it, so it never
+    follows a symbolic link nor deletes outside the directory. Metrics already created in *this*
+    process stay in memory: the variable is read when prometheus_client is imported, so to include the
+    main process too set it in the environment (the container does).
     """
-    directory = Path(path)
-    directory.mkdir(parents=True, exist_ok=True)
-    for stale in directory.glob("*.db"):
-        try:
-            stale.unlink()
-        except OSError:
-            logger.warning("could not remove stale metrics file", extra={"file": stale.name})
+    directory = _private_existing_or_new(Path(path))
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    try:
+        for entry in os.scandir(fd):
+            if not entry.name.endswith(".db") or entry.is_dir(follow_symlinks=False):
+                continue
+            try:
+                os.unlink(entry.name, dir_fd=fd)
+            except OSError:
+                logger.warning("could not remove stale metrics file", extra={"file": entry.name})
+    finally:
+        os.close(fd)
     os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(directory)
     return directory
 
