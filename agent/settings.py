@@ -130,6 +130,10 @@ class Settings(BaseSettings):
     ledger_url: str | None = Field(default=None, alias="LEXVOZ_LEDGER_URL")
     # `python -m agent ledger purge` erases calls older than this many days; unset keeps everything.
     ledger_retention_days: int | None = Field(default=None, ge=1, le=36_500, alias="LEXVOZ_LEDGER_RETENTION_DAYS")
+    # PostgreSQL: the role workers and the page service log in as (read and insert only), which `python -m
+    # agent ledger migrate`, run with the owner's URL, creates and grants; and its password (URL-safe).
+    ledger_app_role: str | None = Field(default=None, alias="LEXVOZ_LEDGER_APP_ROLE")
+    ledger_app_password: SecretStr | None = Field(default=None, alias="LEXVOZ_LEDGER_APP_PASSWORD")
     # The HMAC key behind every digest of user text (ledger, logs, traces); created on first run, owner-only.
     digest_key_path: Path | None = Field(default=None, alias="LEXVOZ_DIGEST_KEY_PATH")
 
@@ -182,6 +186,8 @@ class Settings(BaseSettings):
         "allowed_origins",
         "ledger_url",
         "ledger_retention_days",
+        "ledger_app_role",
+        "ledger_app_password",
         "spent_tokens_path",
         "web_prometheus_port",
         mode="before",

@@ -151,3 +151,14 @@ def test_a_store_no_writer_has_opened_yet_reads_as_empty(tmp_path: Path) -> None
     path.touch()
     assert read_room(path, "sala-1") == []
     assert ledger_main(["export", "--since", "2025-01-01", "--until", "2025-01-02", "--path", str(path)]) == 0
+
+
+def test_a_sqlite_ledger_keeps_no_spent_token_table(tmp_path: Path) -> None:
+    """Step 3 is PostgreSQL's: on SQLite the page service keeps its own file, and the ledger only moves version."""
+    path = tmp_path / "ledger.sqlite3"
+    LedgerStore.open(path).close()
+    engine = create_engine(ledger_url(path))
+    try:
+        assert "resume_tokens_spent" not in inspect(engine).get_table_names()
+    finally:
+        engine.dispose()

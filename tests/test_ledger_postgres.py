@@ -20,7 +20,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from sqlalchemy import create_engine, text
+from sqlalchemy import create_engine, inspect, text
 
 from agent.ops import metrics
 from agent.ops.ledger import SCHEMA_VERSION, EvidenceLedger, LedgerStore
@@ -28,6 +28,7 @@ from agent.ops.ledger.cli import ledger_main
 from agent.ops.ledger.erase import forget_room, purge_older_than
 from agent.ops.ledger.reader import read_room
 from agent.ops.ledger.store import ledger_url
+from agent.web.spent import spent_tokens
 from tests.ledger_helpers import EXCERPT, entry, write
 from tests.postgres_server import PostgresServer, why_unavailable
 
@@ -110,7 +111,9 @@ def test_migrates_the_previous_schema_in_place(db: str) -> None:
     calls = read_room(db, "vieja")
     assert [c["call_id"] for c in calls] == ["c1"]
     assert calls[0]["server_name"] is None and calls[0]["sources"][0]["excerpt"] is None
-    assert _scalar(db, "SELECT array_agg(version ORDER BY version) FROM ledger_schema_version") == [1, 2]
+    assert _scalar(db, "SELECT array_agg(version ORDER BY version) FROM ledger_schema_version") == list(
+        range(1, SCHEMA_VERSION + 1)
+    )
 
 
 _WRITER = """
@@ -165,7 +168,9 @@ def test_two_worker_processes_write_at_once(db: str) -> None:
         calls = read_room(db, f"sala-{name}")
         assert [c["turn"] for c in calls] == list(range(1, count + 1))
     assert _scalar(db, "SELECT count(*) FROM sources") == 2 * count
-    assert _scalar(db, "SELECT array_agg(version ORDER BY version) FROM ledger_schema_version") == [1, 2]
+    assert _scalar(db, "SELECT array_agg(version ORDER BY version) FROM ledger_schema_version") == list(
+        range(1, SCHEMA_VERSION + 1)
+    )
 
 
 class _WriteFailures(logging.Handler):
@@ -277,3 +282,14 @@ async def test_show_and_export_read_postgres(db: str, capsys: pytest.CaptureFixt
     lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert [(c["turn"], c["outcome"]) for c in lines] == [(1, "completed"), (2, "failed")]
     assert lines[0]["sources"][0]["excerpt"] == EXCERPT
+
+
+def test_step_3_builds_the_page_services_spent_token_table(db: str) -> None:
+    """The page service defines its own copy of the table (it may not import the ledger): the step matches it."""
+    with LedgerStore.open(db) as store:
+        found = inspect(store.engine)
+        columns = found.get_columns(spent_tokens.name)
+        assert [c["name"] for c in columns] == [c.name for c in spent_tokens.columns]
+        assert [c["nullable"] for c in columns] == [c.nullable for c in spent_tokens.columns]
+        assert found.get_pk_constraint(spent_tokens.name)["constrained_columns"] == ["jti"]
+        assert [ix["column_names"] for ix in found.get_indexes(spent_tokens.name)] == [["expires_at"]]

@@ -7,13 +7,15 @@ digest, the sources as shown (title, citation, link, the redacted excerpt and a 
 text), the MCP server's name and version, the embedded index's version, the duration, outcome and reason.
 
 The store is a SQLite file (one host; the default) or a PostgreSQL database shared by every worker
-(`LEXVOZ_LEDGER_URL`); both get the same schema and steps through SQLAlchemy Core.
+(`LEXVOZ_LEDGER_URL`); both get the same schema and steps through SQLAlchemy Core. On PostgreSQL the
+owner runs the migrations and erasures, and workers log in as a role that cannot change or drop evidence.
 
 - `entry`: what an entry holds and how its text is made safe to keep
 - `schema`: tables, numbered migration steps, append-only triggers
 - `store`: opening either store, writing a batch
 - `writer`: the conversation's non-blocking, bounded, retrying writer (or none, `LEXVOZ_LEDGER=off`)
 - `erase`: the retention purge and `forget`, the only deletions allowed, each recorded
+- `roles`: PostgreSQL's application role, which workers use: read and insert only (the owner migrates)
 - `reader`, `render`, `cli`: `python -m agent ledger show|export|purge|forget|migrate`
 """
 

@@ -4,6 +4,10 @@ Why a CLI in the product: the questions an auditor or an operator asks of the le
 in room R see?", "everything from 3 March", "erase what is older than our retention", "erase this room")
 must be answerable without writing SQL against a store they may not know, and every answer goes through
 the same escaping. The store is `--url` (or `--path`), else `LEXVOZ_LEDGER_URL` / `LEXVOZ_LEDGER_PATH`.
+
+On PostgreSQL, `migrate`, `purge` and `forget` are the owner's commands (they change the schema or delete
+under the erasure gate); `migrate` also sets up the application role the workers use (`roles`). `show` and
+`export` work under either role.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from agent.ops.ledger.erase import forget_room, purge_older_than
 from agent.ops.ledger.reader import read_range, read_room, room_erasures
 from agent.ops.ledger.render import escape_untrusted, format_room, json_escape
+from agent.ops.ledger.roles import LedgerRoleError, grant_app_role, valid_role_name
 from agent.ops.ledger.schema import LedgerSchemaError
 from agent.ops.ledger.store import LedgerLocationError, LedgerStore, describe_location
 
@@ -70,7 +75,13 @@ def _parser() -> argparse.ArgumentParser:
     purge.add_argument("--older-than-days", type=int, default=None, help="default: LEXVOZ_LEDGER_RETENTION_DAYS")
     forget = with_store(sub.add_parser("forget", help="erase one room's entries, and record that it was done"))
     forget.add_argument("--room", required=True)
-    with_store(sub.add_parser("migrate", help="bring the store to this program's schema"))
+    migrate = with_store(sub.add_parser("migrate", help="bring the store to this program's schema (as the owner)"))
+    migrate.add_argument(
+        "--app-role",
+        default=None,
+        help="PostgreSQL role for workers and the page service, created and granted read/insert only"
+        " (default: LEXVOZ_LEDGER_APP_ROLE; its password: LEXVOZ_LEDGER_APP_PASSWORD)",
+    )
     return parser
 
 
@@ -160,9 +171,19 @@ def _forget(args: argparse.Namespace, location: str | Path) -> None:
     print(f"ledger: forgot room {room}: {done.calls_removed} tool call(s), {done.sources_removed} source(s)")
 
 
-def _migrate(location: str | Path) -> None:
+def _migrate(args: argparse.Namespace, location: str | Path) -> None:
+    settings = _settings()
+    role = args.app_role or settings.ledger_app_role
+    secret = settings.ledger_app_password  # from the environment only: never on a command line
+    password = secret.get_secret_value() if secret is not None else None
+    if role is not None:
+        valid_role_name(role)
     with LedgerStore.open(location, readonly=False) as store:
         print(f"ledger: schema version {store.version()} at {escape_untrusted(describe_location(location))}")
+        if role is not None:
+            created = grant_app_role(store, role, password)
+            state = "created" if created else "updated"
+            print(f"ledger: role {role} {state}: may read and insert evidence, and spend resume tokens")
 
 
 def ledger_main(argv: list[str]) -> int:
@@ -183,8 +204,8 @@ def ledger_main(argv: list[str]) -> int:
         elif args.command == "forget":
             _forget(args, location)
         else:
-            _migrate(location)
-    except (_Usage, LedgerLocationError) as exc:
+            _migrate(args, location)
+    except (_Usage, LedgerLocationError, LedgerRoleError) as exc:
         print(f"ledger: {exc}", file=sys.stderr)
         return 2
     except FileNotFoundError:

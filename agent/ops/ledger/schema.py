@@ -227,7 +227,28 @@ def _step2(conn: Connection) -> None:
         _pg_guard(conn, "ledger_events")
 
 
-STEPS: tuple[Callable[[Connection], None], ...] = (_step1, _step2)
+# ---------------------------------------------------------------------------------------------
+# Step 3: spent resume tokens of the page service, shared by its replicas (PostgreSQL only).
+# The page service reads and writes this table (`agent/web/spent.py`, which defines the same columns: a
+# separate program imports nothing from here); a SQLite ledger is one host's file and the page service
+# keeps its own file beside it, so on SQLite this step only moves the version.
+
+
+def _step3(conn: Connection) -> None:
+    if conn.dialect.name == "sqlite":
+        return
+    v3 = MetaData()
+    Table(
+        "resume_tokens_spent",
+        v3,
+        Column("jti", Text, primary_key=True),
+        Column("expires_at", BigInteger, nullable=False),
+    )
+    v3.create_all(conn)
+    conn.execute(text("CREATE INDEX ix_resume_tokens_spent_expires_at ON resume_tokens_spent (expires_at)"))
+
+
+STEPS: tuple[Callable[[Connection], None], ...] = (_step1, _step2, _step3)
 SCHEMA_VERSION = len(STEPS)
 
 

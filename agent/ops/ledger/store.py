@@ -6,6 +6,10 @@ an owner-only folder and file, WAL, full sync and `BEGIN IMMEDIATE` (so a writer
 front); PostgreSQL (psycopg 3) gets short connect and TCP timeouts, so a dead database fails a write
 within seconds instead of holding the writer's thread.
 
+A writable open migrates the store when the role may (SQLite's one owner; on PostgreSQL a superuser or
+the database's or tables' owner). Workers on PostgreSQL log in as the application role (`roles`), which
+only checks that the schema is current and otherwise fails with one line naming who must migrate.
+
 Everything here is synchronous: the writer calls it from a worker thread, the CLI directly.
 """
 
@@ -19,7 +23,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, Engine, create_engine, event, insert
+from sqlalchemy import Connection, Engine, create_engine, event, insert, text
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import URL, make_url
@@ -192,8 +196,10 @@ class LedgerStore:
         try:
             if readonly:
                 store.check_version()
-            else:
+            elif store.is_sqlite or store.may_migrate():
                 store.migrate()
+            else:
+                store.require_current()
         except BaseException:
             engine.dispose()
             raise
@@ -217,8 +223,36 @@ class LedgerStore:
         self.empty = version == 0
         if version != SCHEMA_VERSION and not self.empty:
             state = "newer than" if version > SCHEMA_VERSION else "older than"
-            hint = "" if version > SCHEMA_VERSION else "; run `python -m agent ledger migrate` (or start a worker)"
+            hint = "" if version > SCHEMA_VERSION else "; run `python -m agent ledger migrate` as the owner"
             raise LedgerSchemaError(f"ledger schema {version} is {state} this program's ({SCHEMA_VERSION}){hint}")
+
+    def may_migrate(self) -> bool:
+        """PostgreSQL: may this role change the schema? A superuser, the database's owner or the tables' owner.
+
+        Workers and the page service log in as an application role that may only read and insert; it must
+        never try DDL (it would fail halfway, or worse, succeed and own the tables).
+        """
+        with self.engine.connect() as conn:
+            allowed: bool = conn.execute(
+                text(
+                    "SELECT r.rolsuper OR pg_has_role(current_user, d.datdba, 'MEMBER')"
+                    " OR coalesce(pg_has_role(current_user, (SELECT relowner FROM pg_class"
+                    " WHERE oid = to_regclass('tool_calls')), 'MEMBER'), false)"
+                    " FROM pg_roles r, pg_database d WHERE r.rolname = current_user AND d.datname = current_database()"
+                )
+            ).scalar_one()
+        return allowed
+
+    def require_current(self) -> None:
+        """For a role that may not migrate: the store is on this program's schema, or one clear line says why not."""
+        version = self.version()
+        if version > SCHEMA_VERSION:
+            raise LedgerSchemaError(f"ledger schema {version} is newer than this program's ({SCHEMA_VERSION})")
+        if version < SCHEMA_VERSION:
+            raise LedgerSchemaError(
+                f"ledger schema {version} is older than this program's ({SCHEMA_VERSION}) and this role may not"
+                " change it: run `python -m agent ledger migrate` as the owner"
+            )
 
     def migrate(self, target: int = SCHEMA_VERSION) -> list[int]:
         """Apply pending steps up to `target`, each in its own transaction; returns the steps applied."""
@@ -294,7 +328,8 @@ class LedgerStore:
 
 
 def probe_writable(location: str | Path) -> None:
-    """Raise unless a worker could write here: the store opens, migrates, and grants a write transaction."""
+    """Raise unless a worker could write here: the store opens (migrated by an owner, current for an app role)
+    and grants a write transaction."""
     with LedgerStore.open(location) as store, store.engine.begin() as conn:
         # SQLite: BEGIN IMMEDIATE takes the write lock or fails
         if not store.is_sqlite:
