@@ -199,3 +199,88 @@ def test_dockerignore_keeps_secrets_and_state_out() -> None:
     ignored = (ROOT / ".dockerignore").read_text(encoding="utf-8").splitlines()
     for entry in (".env", ".git", ".venv", "var/", "web/node_modules"):
         assert entry in ignored
+
+
+def test_no_secret_has_a_published_default() -> None:
+    """A secret is required (`${VAR:?message}`): never `${VAR:-value}`, a value anyone can read in this file."""
+    secrets_seen = set()
+    for match in re.finditer(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(:?[-?+])?[^}]*\}", COMPOSE.read_text(encoding="utf-8")):
+        name, operator = match.group(1), match.group(2)
+        if _SECRETISH.search(name):
+            secrets_seen.add(name)
+            assert operator == ":?", f"{match.group(0)} must be required (${{{name}:?message}})"
+    assert {"PANAMA_LAW_TOKEN", "LIVEKIT_API_SECRET", "LEXVOZ_LEDGER_DB_PASSWORD"} <= secrets_seen
+
+
+def test_search_token_is_required_and_the_example_says_how_to_make_one() -> None:
+    services = _compose()["services"]
+    token = services["search"]["environment"]["PANAMA_LAW_TOKEN"]
+    assert token.startswith("${PANAMA_LAW_TOKEN:?") and services["agent"]["environment"]["LEXVOZ_MCP_TOKEN"] == token
+    env_text = ENV_EXAMPLE.read_text(encoding="utf-8")
+    assert "lexvoz-local-dev-token" not in env_text + COMPOSE.read_text(encoding="utf-8")
+    assert re.search(r"^PANAMA_LAW_TOKEN=$", env_text, re.MULTILINE)
+    assert "openssl rand -hex 32" in env_text and "secrets.token_hex(32)" in env_text
+
+
+# What each service may keep of the default capabilities: postgres's entrypoint starts as root, fixes the
+# ownership of its folders and switches to the postgres user; every other service needs none.
+_CAPABILITIES_KEPT = {"ledger-db": {"CHOWN", "DAC_OVERRIDE", "FOWNER", "SETGID", "SETUID"}}
+SERVICES = ("livekit", "search", "ledger-db", "agent", "web")
+
+
+def _default(value: object) -> str:
+    """`${VAR:-default}` -> default; anything else as written."""
+    m = re.fullmatch(r"\$\{[A-Z_][A-Z0-9_]*:-([^}]*)\}", str(value))
+    return m.group(1) if m else str(value)
+
+
+def _bytes(size: str) -> int:
+    m = re.fullmatch(r"(\d+)([kmg]?)b?", size.lower())
+    assert m, f"not a size: {size}"
+    return int(m.group(1)) * {"": 1, "k": 2**10, "m": 2**20, "g": 2**30}[m.group(2)]
+
+
+@pytest.mark.parametrize("name", SERVICES)
+def test_service_root_filesystem_is_read_only_with_a_tmpfs_for_tmp(name: str) -> None:
+    service = _compose()["services"][name]
+    assert service.get("read_only") is True
+    assert any(str(t).split(":")[0] == "/tmp" for t in service.get("tmpfs", [])), "no writable /tmp"
+
+
+@pytest.mark.parametrize("name", SERVICES)
+def test_service_drops_every_capability_it_does_not_need(name: str) -> None:
+    service = _compose()["services"][name]
+    assert service.get("cap_drop") == ["ALL"]
+    assert set(service.get("cap_add", [])) == _CAPABILITIES_KEPT.get(name, set())
+
+
+@pytest.mark.parametrize("name", SERVICES)
+def test_service_cannot_gain_privileges(name: str) -> None:
+    assert "no-new-privileges:true" in _compose()["services"][name].get("security_opt", [])
+
+
+@pytest.mark.parametrize("name", SERVICES)
+def test_service_has_memory_and_cpu_limits(name: str) -> None:
+    """Service-level limits, which `docker compose` applies without swarm (unlike some `deploy` keys)."""
+    service = _compose()["services"][name]
+    assert 128 * 2**20 <= _bytes(_default(service["mem_limit"])) <= 8 * 2**30
+    assert 0 < float(_default(service["cpus"])) <= 8
+
+
+def test_agent_metrics_folder_is_an_owner_only_tmpfs_of_the_image_user() -> None:
+    """The worker refuses a PROMETHEUS_MULTIPROC_DIR others can write to: Compose gives it one only its user can."""
+    agent = _compose()["services"]["agent"]
+    folder = agent["environment"]["PROMETHEUS_MULTIPROC_DIR"]
+    mounts = {str(t).split(":", 1)[0]: str(t).partition(":")[2] for t in agent["tmpfs"]}
+    options = dict(o.split("=", 1) for o in mounts[folder].split(","))
+    runtime_user = re.search(r"useradd [^&]*--uid (\d+)", DOCKERFILE.read_text(encoding="utf-8"))
+    assert runtime_user is not None
+    assert options["uid"] == runtime_user.group(1) and options["mode"] == "0700"
+
+
+def test_agent_job_limit_follows_its_container_limits() -> None:
+    """~330 MB per conversation: the default job count must fit the default memory limit."""
+    agent = _compose()["services"]["agent"]
+    jobs = int(_default(agent["environment"]["LEXVOZ_MAX_JOBS"]))
+    assert jobs * 330 * 2**20 + 200 * 2**20 <= _bytes(_default(agent["mem_limit"]))
+    assert jobs <= 2 * float(_default(agent["cpus"]))
