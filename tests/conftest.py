@@ -27,7 +27,7 @@ from panama_law.search import Searcher
 from tests import constitution
 from tests.mcp_fixture import FakeMcpServer
 from tests.search_server import serving
-from tests.web_app import ClientFactory, built_page, make_settings
+from tests.web_app import ClientFactory, FakeCensus, built_page, make_settings
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -105,8 +105,15 @@ async def make_client(dist: Path) -> AsyncIterator[ClientFactory]:
     """The page service's aiohttp app on a loopback port, through aiohttp's test client (closed afterwards)."""
     clients: list[TestClient[Any, Any]] = []
 
-    async def factory(settings: Settings | None = None, static_dir: Path | None = None) -> TestClient[Any, Any]:
-        app = create_app(settings or make_settings(), static_dir=static_dir if static_dir is not None else dist)
+    async def factory(
+        settings: Settings | None = None, static_dir: Path | None = None, census: FakeCensus | None = None
+    ) -> TestClient[Any, Any]:
+        # livekit-server's room count comes from a double (no rooms unless the test says so), never a real server.
+        app = create_app(
+            settings or make_settings(),
+            static_dir=static_dir if static_dir is not None else dist,
+            census=census or FakeCensus(),
+        )
         client: TestClient[Any, Any] = TestClient(TestServer(app, host="127.0.0.1"))
         await client.start_server()
         clients.append(client)

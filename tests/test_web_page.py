@@ -106,7 +106,8 @@ async def test_a_body_that_never_arrives_times_out(dist: Path) -> None:
     try:
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
         writer.write(
-            b"POST /api/session HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"
+            b"POST /api/session HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            b"Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{"
         )
         await writer.drain()
         async with asyncio.timeout(10):

@@ -37,3 +37,18 @@ def built_page(tmp_path: Path) -> Path:
     (root / ".hidden").write_text("nope", encoding="utf-8")
     (tmp_path / "outside.txt").write_text("outside", encoding="utf-8")
     return root
+
+
+class FakeCensus:
+    """livekit-server's room count as `capacity.Capacity` sees it: the occupied rooms, or a failure."""
+
+    def __init__(self, rooms: set[str] | None = None) -> None:
+        self.rooms: set[str] = rooms if rooms is not None else set()
+        self.fail: Exception | None = None
+        self.calls = 0
+
+    async def occupied_rooms(self) -> frozenset[str]:
+        self.calls += 1
+        if self.fail is not None:
+            raise self.fail
+        return frozenset(self.rooms)

@@ -7,8 +7,15 @@ plus the LiveKit URL) and lets the page call `/api/session` without CORS.
 
 This module assembles the app (routes, security headers, error shape) and runs it; the pieces live beside
 it: `session` (the API), `dispatch` (asking again for an agent), `tokens` (rooms, join and resume tokens),
-`static` (the page), `limits` (rate limits, log throttling, read timeouts). Run it with `python -m agent web`.
-It listens on loopback by default.
+`static` (the page), `limits` (rate limits, log throttling, read timeouts), `clients` (who a request comes
+from, behind a proxy too), `capacity` (the whole service's caps), `metrics` (refusals by reason). Run it
+with `python -m agent web`. It listens on loopback by default.
+
+Every request but `/healthz` must name this service in its Host header (`LEXVOZ_ALLOWED_HOSTS`, port
+aside), else it gets a bare 421. That is what defeats DNS rebinding: a page on a name the attacker owns,
+resolved to this service, sends its own name as Host and as Origin, so the same-origin check alone passed
+it. `/healthz` stays open whatever the Host: container health checks and local probes address the service
+by an IP that is not its public name, and its answer is a constant that costs nothing and tells nothing.
 """
 
 from __future__ import annotations
@@ -24,17 +31,22 @@ from typing import Final
 from aiohttp import web
 
 from agent.settings import Settings, SettingsError, get_settings
-from agent.web.dispatch import AGENTS_KEY, AgentRequests, LiveKitRooms, request_agent
-from agent.web.limits import LogThrottle, PeerRateLimiter, runner_options
+from agent.web.capacity import Capacity, RoomCensus
+from agent.web.dispatch import AGENT_LIMITER_KEY, AGENTS_KEY, AgentRequests, LiveKitRooms, Rooms, request_agent
+from agent.web.limits import LogThrottle, PeerRateLimiter, agent_requests_per_minute, runner_options
+from agent.web.metrics import METRICS_KEY, WebMetrics, refused, serve_metrics
 from agent.web.session import (
+    CAPACITY_KEY,
     LIMITER_KEY,
     MAX_BODY_BYTES,
+    NO_STORE,
     RESUME_KEY,
     SETTINGS_KEY,
     THROTTLE_KEY,
     RequestError,
     create_session,
     json_response,
+    peer_address,
 )
 from agent.web.static import STATIC_DIR_KEY, content_security_policy, serve_page
 from agent.web.tokens import ResumeTokens, public_url
@@ -68,6 +80,35 @@ async def security_headers(request: web.Request, handler: Handler) -> web.Stream
     return response
 
 
+def host_name(header: str) -> str | None:
+    """The host of a Host header, lowercased, port and IPv6 brackets aside; None when it is malformed."""
+    value = header.strip().lower()
+    if value.startswith("["):
+        host, closed, rest = value[1:].partition("]")
+        if not closed or (rest and not (rest[:1] == ":" and rest[1:].isdigit())):
+            return None
+    else:
+        host, _, port = value.partition(":")
+        if port and not port.isdigit():  # a bare IPv6 address, or junk after the colon
+            return None
+    return host.removesuffix(".") or None
+
+
+@web.middleware
+async def allowed_host(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """421 with no body for a Host that is not this service's (see the module docstring); `/healthz` aside."""
+    if request.path == "/healthz":
+        return await handler(request)
+    headers = request.headers.getall("Host", [])
+    host = host_name(headers[0]) if len(headers) == 1 else None
+    if host is not None and host in request.app[SETTINGS_KEY].allowed_hosts:
+        return await handler(request)
+    refused(request, "host")
+    shown = headers[0][:80] if headers else ""
+    request.app[THROTTLE_KEY].warning("host", "refused: Host %a not allowed (peer %s)", shown, peer_address(request))
+    return web.Response(status=421, headers=NO_STORE)
+
+
 @web.middleware
 async def api_errors(request: web.Request, handler: Handler) -> web.StreamResponse:
     """Under /api/, every failure is JSON `{"error": ...}` (the page shows it); no stack traces leak."""
@@ -76,10 +117,12 @@ async def api_errors(request: web.Request, handler: Handler) -> web.StreamRespon
     try:
         return await handler(request)
     except RequestError as exc:
+        refused(request, exc.reason)
         return json_response({"error": exc.message}, status=exc.status)
     except web.HTTPException as exc:
         if exc.status < 400:
             raise
+        refused(request, "bad_request")
         return json_response({"error": exc.reason}, status=exc.status, headers=_allow_header(exc))
     except asyncio.CancelledError:
         raise
@@ -103,18 +146,31 @@ def _allow_header(exc: web.HTTPException) -> dict[str, str]:
     return {"Allow": allow} if allow else {}
 
 
-def create_app(settings: Settings, *, static_dir: Path | None = None) -> web.Application:
-    """Build the service; `static_dir` defaults to the `LEXVOZ_WEB_DIST` setting (`web/dist`)."""
-    app = web.Application(middlewares=[security_headers, api_errors], client_max_size=MAX_BODY_BYTES * 4)
+def create_app(
+    settings: Settings,
+    *,
+    static_dir: Path | None = None,
+    rooms: Rooms | None = None,
+    census: RoomCensus | None = None,
+    metrics_host: str | None = None,
+) -> web.Application:
+    """Build the service; `static_dir` defaults to the `LEXVOZ_WEB_DIST` setting (`web/dist`). `rooms` and
+    `census` default to livekit-server's API (tests pass doubles); the metrics, when
+    `LEXVOZ_WEB_PROMETHEUS_PORT` is set, listen on `metrics_host` (default `LEXVOZ_WEB_HOST`)."""
+    app = web.Application(middlewares=[security_headers, allowed_host, api_errors], client_max_size=MAX_BODY_BYTES * 4)
     app[SETTINGS_KEY] = settings
     app[LIMITER_KEY] = PeerRateLimiter(settings.token_requests_per_minute)
+    app[AGENT_LIMITER_KEY] = PeerRateLimiter(agent_requests_per_minute(settings))
+    app[METRICS_KEY] = WebMetrics()
     app[RESUME_KEY] = ResumeTokens(settings)
     app[THROTTLE_KEY] = LogThrottle(log)
     app[STATIC_DIR_KEY] = static_dir if static_dir is not None else settings.web_dist
     app[CSP_KEY] = content_security_policy(settings)
-    rooms = LiveKitRooms(settings)
-    app[AGENTS_KEY] = AgentRequests(settings, rooms)
-    app.on_cleanup.append(lambda _app: rooms.aclose())
+    livekit = LiveKitRooms(settings)
+    app[CAPACITY_KEY] = capacity = Capacity(settings, census or livekit)
+    app[AGENTS_KEY] = AgentRequests(settings, rooms or livekit, budget=capacity.dispatches)
+    app.on_cleanup.append(lambda _app: livekit.aclose())
+    app.cleanup_ctx.append(serve_metrics(metrics_host or settings.web_host, settings.web_prometheus_port))
     app.router.add_post("/api/session", create_session)
     app.router.add_post("/api/agent", request_agent)
     app.router.add_get("/api/config", page_config)
@@ -145,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
     host = args.host or settings.web_host
     port = args.port if args.port is not None else settings.web_port
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    app = create_app(settings, static_dir=args.static_dir)
+    app = create_app(settings, static_dir=args.static_dir, metrics_host=host)
     static_dir = app[STATIC_DIR_KEY]
     print(f"Lexvoz: open {_display_url(host, port)} in a browser (LiveKit: {public_url(settings)})", flush=True)
     if not (static_dir / "index.html").is_file():

@@ -12,7 +12,10 @@ Who may ask: a participant of the room, proven by the LiveKit join token this se
 join anything here, and that presence check is what guards the room, so an expired token is still read
 as proof for the length of a conversation: an agent lost mid-conversation can be replaced without the
 page asking for a new token. Each room gets at most one new dispatch per `LEXVOZ_AGENT_RETRY_S`, so a
-page (or a script) cannot keep livekit-server hunting for workers.
+page (or a script) cannot keep livekit-server hunting for workers. Each client (`clients.py`) has its own
+per-minute bucket of these requests, apart from its token requests, and a new dispatch counts against the
+whole service's dispatches per minute (`capacity.py`: 503 with Retry-After when spent, which the page
+waits out like any 503).
 """
 
 from __future__ import annotations
@@ -32,11 +35,16 @@ from livekit import api
 from livekit.protocol import agent as agent_proto
 
 from agent.settings import Settings
+from agent.web.capacity import DispatchBudget, Refusal
+from agent.web.limits import PeerRateLimiter
+from agent.web.metrics import refused
 from agent.web.session import (
+    NO_STORE,
     SETTINGS_KEY,
     THROTTLE_KEY,
     RequestError,
     foreign_origin_refusal,
+    full_response,
     json_response,
     peer_address,
     read_json_object,
@@ -126,6 +134,11 @@ class LiveKitRooms:
             offer_pending=pending,
         )
 
+    async def occupied_rooms(self) -> frozenset[str]:
+        """`capacity.RoomCensus`: our rooms (by prefix) with anyone in them, from one `ListRooms` call."""
+        listed = await self._lk().room.list_rooms(api.ListRoomsRequest())
+        return frozenset(r.name for r in listed.rooms if r.name.startswith(ROOM_PREFIX) and r.num_participants > 0)
+
     async def dispatch(self, room: str, agent_name: str) -> None:
         await self._lk().agent_dispatch.create_dispatch(
             api.CreateAgentDispatchRequest(agent_name=agent_name, room=room)
@@ -164,9 +177,12 @@ class AgentRequests:
         *,
         clock: Callable[[], float] = time.monotonic,
         max_rooms: int = MAX_TRACKED_ROOMS,
+        budget: DispatchBudget | None = None,
     ) -> None:
         self._settings = settings
         self._rooms = rooms
+        # The service's dispatches per minute, shared with new sessions (`Capacity.dispatches`).
+        self._budget = budget or DispatchBudget(settings.max_dispatches_per_minute)
         self._clock = clock
         self._max_rooms = max_rooms
         self._verifier = api.TokenVerifier(
@@ -184,15 +200,15 @@ class AgentRequests:
         """(room, identity) from `Authorization: Bearer <join token>`; RequestError(401) otherwise."""
         scheme, _, token = (authorization or "").partition(" ")
         if scheme.lower() != "bearer" or not token.strip() or len(token) > 4096:
-            raise RequestError(401, "falta el token de la sesión")
+            raise RequestError(401, "falta el token de la sesión", reason="token")
         try:
             claims = self._verifier.verify(token.strip())
         except Exception:  # the verifier raises whatever PyJWT raises: any failure is the same answer
-            raise RequestError(401, "sesión no válida; empiece una nueva") from None
+            raise RequestError(401, "sesión no válida; empiece una nueva", reason="token") from None
         room = claims.video.room if claims.video else None
         identity = claims.identity
         if not room or not room.startswith(ROOM_PREFIX) or not identity.startswith(IDENTITY_PREFIX):
-            raise RequestError(401, "sesión no válida; empiece una nueva")
+            raise RequestError(401, "sesión no válida; empiece una nueva", reason="token")
         return room, identity
 
     async def request(self, room: str, identity: str, gone: str | None = None) -> Answer:
@@ -202,7 +218,9 @@ class AgentRequests:
         name = self._settings.agent_name
         view = await self._rooms.view(room, identity, name, gone)
         if view is None or not view.caller_present:
-            raise RequestError(404, "la sala ya no existe o usted no está en ella; empiece una nueva sesión")
+            raise RequestError(
+                404, "la sala ya no existe o usted no está en ella; empiece una nueva sesión", reason="room"
+            )
         if view.agent_present:
             return "present"
         if view.agent_joining:
@@ -212,7 +230,8 @@ class AgentRequests:
         now = self._clock()
         last = self._last.get(room)
         if last is not None and now - last < self.retry_after_s:
-            raise RequestError(429, "espere un momento antes de volver a pedir un agente")
+            raise RequestError(429, "espere un momento antes de volver a pedir un agente", reason="room")
+        self._budget.take()  # Refusal when the service's dispatches this minute are spent
         self._remember(room, now)  # before the await: a concurrent request for this room waits its turn
         await self._rooms.dispatch(room, name)
         return "requested"
@@ -225,6 +244,7 @@ class AgentRequests:
 
 
 AGENTS_KEY: Final = web.AppKey("agent_requests", AgentRequests)
+AGENT_LIMITER_KEY: Final = web.AppKey("agent_limiter", PeerRateLimiter)
 
 
 def _agent_gone(body: dict[str, Any]) -> str | None:
@@ -240,25 +260,35 @@ async def request_agent(request: web.Request) -> web.Response:
     An optional JSON body `{"left": "<identity>"}` names an agent the page saw leave the room.
 
     200 when an agent is in the room; 202 when one was requested now or is on its way (ask again after N
-    seconds if none has joined); 401, 404 and 429 as `{"error": ...}`; 503 when LiveKit does not answer.
+    seconds if none has joined); 401, 404 and 429 (too soon for this room, or this client's per-minute limit)
+    as `{"error": ...}`; 503 when LiveKit does not answer or the service's dispatches this minute are spent.
     """
     if (refusal := foreign_origin_refusal(request, "agent request")) is not None:
         return refusal
     throttle = request.app[THROTTLE_KEY]
     peer = peer_address(request)
-    no_store = {"Cache-Control": "no-store"}
+    limiter = request.app[AGENT_LIMITER_KEY]
+    if not await limiter.try_acquire(peer):
+        refused(request, "rate")
+        throttle.warning("agent-rate", "agent request rate limit hit (peer %s)", peer)
+        headers = {"Retry-After": str(limiter.retry_after_s), **NO_STORE}
+        return json_response({"error": "demasiadas solicitudes; espere un momento"}, status=429, headers=headers)
     agents = request.app[AGENTS_KEY]
-    retry = {"Retry-After": str(math.ceil(agents.retry_after_s)), **no_store}
+    retry = {"Retry-After": str(math.ceil(agents.retry_after_s)), **NO_STORE}
     try:
         room, identity = agents.caller(request.headers.get("Authorization"))
         gone = _agent_gone(await read_json_object(request, request.app[SETTINGS_KEY].web_body_timeout_s))
         answer = await agents.request(room, identity, gone)
     except RequestError as exc:
+        refused(request, exc.reason)
         if exc.status == 401:
             throttle.warning("agent-token", "agent request refused: bad session token (peer %s)", peer)
-        headers = retry if exc.status == 429 else no_store
+        headers = retry if exc.status == 429 else NO_STORE
         return json_response({"error": exc.message}, status=exc.status, headers=headers)
+    except Refusal as full:
+        return full_response(request, full)
     except (api.TwirpError, aiohttp.ClientError, TimeoutError) as exc:
+        refused(request, "livekit")
         throttle.warning("livekit", "agent request: LiveKit did not answer (%s)", type(exc).__name__)
         return json_response({"error": "no se pudo contactar con el servidor de salas"}, status=503, headers=retry)
     if answer == "requested":

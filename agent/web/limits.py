@@ -3,7 +3,10 @@
 - `PeerRateLimiter`: token requests per client address, in a bounded table.
 - `LogThrottle`: at most one warning per kind per period, with a count of those it held back, so a
   client hammering a refused path cannot flood the logs (each refusal used to log a line).
-- `runner_options`: the server's read timeouts. aiohttp closes a connection that has not completed a
+- `SuccessAccessLogger`: aiohttp's access log for answered requests only. A refused request (any 4xx or
+  5xx) writes no line of its own, else a flood of refusals is a flood of log lines and the throttled
+  warning, the operator's signal, drowns; refusals are counted in the metrics instead (`metrics.py`).
+- `runner_options`: the server's read timeouts and that access log. aiohttp closes a connection that has not completed a
   request's headers within its keep-alive timeout (the timer starts when the connection opens and is
   not pushed back by trickled bytes), so that timeout is our header read timeout; request bodies are
   read under `body_timeout` by the handler that reads them.
@@ -18,6 +21,8 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any, Final
 
+from aiohttp import web
+from aiohttp.web_log import AccessLogger
 from aiolimiter import AsyncLimiter
 
 from agent.settings import Settings
@@ -97,6 +102,20 @@ class LogThrottle:
         self._logger.warning(message + suffix, *args)
 
 
+class SuccessAccessLogger(AccessLogger):
+    """aiohttp's access log line, for requests answered below 400 only (see the module docstring)."""
+
+    def log(self, request: web.BaseRequest, response: web.StreamResponse, time: float) -> None:
+        if response.status < 400:
+            super().log(request, response, time)
+
+
+def agent_requests_per_minute(settings: Settings) -> int:
+    """`POST /api/agent` per client and minute: room for a few pages waiting at the service's pace (one request
+    every `LEXVOZ_AGENT_RETRY_S`) behind one address, and never less than the token requests allowed."""
+    return max(settings.token_requests_per_minute, 4 * math.ceil(RATE_PERIOD_S / settings.agent_retry_s))
+
+
 def runner_options(settings: Settings) -> dict[str, Any]:
-    """Keyword arguments for `web.run_app`/`web.AppRunner`: the header read timeout (see module doc)."""
-    return {"keepalive_timeout": settings.web_header_timeout_s}
+    """Keyword arguments for `web.run_app`/`web.AppRunner`: the header read timeout and the access log."""
+    return {"keepalive_timeout": settings.web_header_timeout_s, "access_log_class": SuccessAccessLogger}

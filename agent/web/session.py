@@ -5,6 +5,11 @@ returns to the room and identity that T was issued for, once, while T is fresh. 
 included, is refused. Requests a browser sends from another origin are refused too: the page's own origin
 (or one listed in LEXVOZ_ALLOWED_ORIGINS) may ask; a client that sends no Origin (not a browser, e.g. curl)
 gains nothing from the check, since it could write any Origin it liked.
+
+A new session is also a new paid conversation and a new agent dispatch, so it must fit the whole service's
+caps (`capacity.py`: 503 with Retry-After and a Spanish message the page shows). A request body is parsed
+with no way to fail but 400: deep nesting, lone surrogates (which could not be written back out as UTF-8)
+and NaN/Infinity are refused as malformed JSON, never a traceback.
 """
 
 from __future__ import annotations
@@ -19,7 +24,10 @@ from urllib.parse import urlsplit
 from aiohttp import web
 
 from agent.settings import Settings
+from agent.web.capacity import Capacity, Refusal
+from agent.web.clients import client_address
 from agent.web.limits import LogThrottle, PeerRateLimiter
+from agent.web.metrics import refused
 from agent.web.tokens import ResumeError, ResumeTokens, mint_token, new_identity, new_room_name, public_url
 
 log = logging.getLogger("lexvoz.web")
@@ -32,6 +40,8 @@ SETTINGS_KEY: Final = web.AppKey("settings", Settings)
 LIMITER_KEY: Final = web.AppKey("limiters", PeerRateLimiter)
 RESUME_KEY: Final = web.AppKey("resume_tokens", ResumeTokens)
 THROTTLE_KEY: Final = web.AppKey("log_throttle", LogThrottle)
+CAPACITY_KEY: Final = web.AppKey("capacity", Capacity)
+NO_STORE: Final = {"Cache-Control": "no-store"}
 
 # Spanish messages stay readable on the wire (UTF-8) instead of \u escapes.
 _dumps = functools.partial(json.dumps, ensure_ascii=False)
@@ -42,26 +52,33 @@ def json_response(data: object, *, status: int = 200, headers: dict[str, str] | 
 
 
 class RequestError(Exception):
-    """A client mistake, reported as `{"error": message}` with a 4xx status and nothing else."""
+    """A client mistake, reported as `{"error": message}` with a 4xx status and nothing else; `reason` names
+    it in the refusal metrics."""
 
-    def __init__(self, status: int, message: str) -> None:
+    def __init__(self, status: int, message: str, *, reason: str = "bad_request") -> None:
         super().__init__(message)
         self.status = status
         self.message = message
+        self.reason = reason
 
 
 def peer_address(request: web.Request) -> str:
-    """The direct TCP peer, read from the socket.
+    """The client's key for per-client limits and logs: the socket peer, or, from a trusted proxy, the client
+    it forwards for (IPv6 clients by /64); see `clients.py`."""
+    return client_address(request, request.app[SETTINGS_KEY].trusted_proxies)
 
-    X-Forwarded-For and Forwarded are ignored: any client can write them, so trusting them would let one
-    client spread its requests over invented addresses and dodge the limit. Behind a reverse proxy every
-    client shares the proxy's bucket, which errs on the safe side.
-    """
-    transport = request.transport
-    peer = transport.get_extra_info("peername") if transport is not None else None
-    if isinstance(peer, tuple | list) and peer and isinstance(peer[0], str):
-        return peer[0]
-    return request.remote or "unknown"
+
+def full_response(request: web.Request, refusal: Refusal) -> web.Response:
+    """503 for a whole-service cap (or livekit-server not answering), counted and warned about once a minute."""
+    refused(request, refusal.reason)
+    throttle = request.app[THROTTLE_KEY]
+    if refusal.reason == "livekit":
+        failure = request.app[CAPACITY_KEY].failure
+        throttle.warning("livekit-census", "refused: livekit-server did not answer the room count (%s)", failure)
+    else:
+        throttle.warning(refusal.reason, "refused: the service is at its cap (%s)", refusal.reason)
+    headers = {"Retry-After": str(refusal.retry_after_s), **NO_STORE}
+    return json_response({"error": refusal.message}, status=503, headers=headers)
 
 
 def origin_allowed(request: web.Request, settings: Settings) -> bool:
@@ -82,8 +99,9 @@ def foreign_origin_refusal(request: web.Request, what: str) -> web.Response | No
     """403 for a request a browser sent from another origin (with one throttled warning naming `what`)."""
     if origin_allowed(request, request.app[SETTINGS_KEY]):
         return None
+    refused(request, "origin")
     request.app[THROTTLE_KEY].warning("origin", "%s refused: origin not allowed (peer %s)", what, peer_address(request))
-    return json_response({"error": "origen no permitido"}, status=403, headers={"Cache-Control": "no-store"})
+    return json_response({"error": "origen no permitido"}, status=403, headers=NO_STORE)
 
 
 async def _read_at_most(request: web.Request, limit: int) -> bytes:
@@ -115,12 +133,18 @@ async def read_json_object(request: web.Request, timeout_s: float) -> dict[str, 
     if not raw.strip():
         return {}
     try:
-        body: Any = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError):
+        body: Any = json.loads(raw.decode("utf-8"), parse_constant=_no_constant)
+        # A lone surrogate (`"\ud800"`, in a key or a value) parses, then fails wherever the text is used.
+        json.dumps(body, ensure_ascii=False).encode("utf-8")
+    except (ValueError, RecursionError):  # JSONDecodeError and UnicodeError are ValueErrors
         raise RequestError(400, "JSON no válido") from None
     if not isinstance(body, dict):
         raise RequestError(400, "se esperaba un objeto JSON")
     return body
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
 
 
 async def _read_body(request: web.Request, timeout_s: float) -> dict[str, Any]:
@@ -138,31 +162,42 @@ async def create_session(request: web.Request) -> web.Response:
     """`POST /api/session`: one room, one identity, one join token, a resume token, and the URL to use."""
     settings = request.app[SETTINGS_KEY]
     throttle = request.app[THROTTLE_KEY]
-    peer = peer_address(request)
-    no_store = {"Cache-Control": "no-store"}
     if (refusal := foreign_origin_refusal(request, "session")) is not None:
         return refusal
+    peer = peer_address(request)
     limiter = request.app[LIMITER_KEY]
     if not await limiter.try_acquire(peer):
+        refused(request, "rate")
         throttle.warning("rate", "token rate limit hit (peer %s)", peer)
-        headers = {"Retry-After": str(limiter.retry_after_s), **no_store}
+        headers = {"Retry-After": str(limiter.retry_after_s), **NO_STORE}
         return json_response({"error": "demasiadas solicitudes; espere un momento"}, status=429, headers=headers)
     body = await _read_body(request, settings.web_body_timeout_s)
+    capacity = request.app[CAPACITY_KEY]
+    try:
+        # Counted before a resume token is spent: an outage of the count must not burn the person's token.
+        live = await capacity.live_rooms()
+    except Refusal as full:
+        return full_response(request, full)
     resume_tokens = request.app[RESUME_KEY]
     resumed = body.get("resume") is not None
     if resumed:
         try:
             room, identity = resume_tokens.spend(body["resume"])
         except ResumeError as exc:
+            refused(request, "resume")
             throttle.warning("resume", "resume refused (peer %s)", peer)
-            return json_response({"error": str(exc)}, status=401, headers=no_store)
+            return json_response({"error": str(exc)}, status=401, headers=NO_STORE)
     else:
         room, identity = new_room_name(), new_identity()
+    try:
+        capacity.admit(live, room, resumed=resumed)
+    except Refusal as full:
+        return full_response(request, full)
     token = mint_token(settings, room=room, identity=identity)
     resume = resume_tokens.issue(room=room, identity=identity)
     # Room and identity only: the tokens are bearer credentials and must not end up in logs.
     log.info("session issued room=%s identity=%s peer=%s resumed=%s", room, identity, peer, resumed)
     return json_response(
         {"url": public_url(settings), "token": token, "room": room, "identity": identity, "resume": resume},
-        headers=no_store,
+        headers=NO_STORE,
     )

@@ -4,7 +4,7 @@
  */
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 
-import { fetchSiteMode, forgetResume, requestSession, storedResume } from './session';
+import { fetchSiteMode, forgetResume, requestSession, SERVICE_FULL_MESSAGE, storedResume } from './session';
 
 function reply(body: unknown, status = 200): Response {
   return new Response(JSON.stringify(body), { status, headers: { 'Content-Type': 'application/json' } });
@@ -55,6 +55,16 @@ describe('requestSession', () => {
     expect(sentBodies()).toEqual([{ resume: 'stale' }, {}]);
     expect(info.token).toBe('t1');
     expect(storedResume()).toBe('r1');
+  });
+
+  it('says in Spanish that the service is full and to try again in a few minutes', async () => {
+    const full = 'Lexvoz está atendiendo a todas las personas que puede. Vuelva a intentarlo en unos minutos.';
+    fetchMock.mockResolvedValueOnce(reply({ error: full }, 503));
+    await expect(requestSession()).rejects.toThrow(full);
+    // A 503 from something else (a proxy's page, no JSON) still says the same, not a bare status code.
+    fetchMock.mockResolvedValueOnce(new Response('<html>busy</html>', { status: 503 }));
+    await expect(requestSession()).rejects.toThrow(SERVICE_FULL_MESSAGE);
+    expect(SERVICE_FULL_MESSAGE).toMatch(/unos minutos/);
   });
 
   it('forgets the resume token when asked (the person pressed Stop)', () => {

@@ -8,7 +8,8 @@
  * The page never names a room: the service opens a fresh one per session. To get back into the same room
  * after a reload, the page keeps the service's short-lived, single-use resume token in this tab's
  * sessionStorage and presents it on the next Start; a refused one (expired, already used) silently falls
- * back to a new session. Stopping forgets it.
+ * back to a new session. Stopping forgets it. When the service is full it answers 503 with a Spanish
+ * message (try again in a few minutes), shown as it is.
  */
 import { createLocalAudioTrack, MediaDeviceFailure, type LocalAudioTrack } from 'livekit-client';
 
@@ -66,6 +67,22 @@ function isSessionInfo(value: unknown): value is SessionInfo {
   );
 }
 
+/** What the person reads when the service is full (or cannot count its conversations) and gave no text. */
+export const SERVICE_FULL_MESSAGE =
+  'Lexvoz está atendiendo a todas las personas que puede en este momento. Vuelva a intentarlo en unos minutos.';
+
+/** The service's own Spanish `{"error": ...}` of a 503 (its caps), or the fixed "full" message. */
+async function unavailableMessage(response: Response): Promise<string> {
+  try {
+    const body: unknown = await response.json();
+    const error = typeof body === 'object' && body !== null ? (body as Record<string, unknown>).error : undefined;
+    if (typeof error === 'string' && error.trim() && error.length <= 300) return error;
+  } catch {
+    // not JSON (a proxy's own error page): the fixed message says enough
+  }
+  return SERVICE_FULL_MESSAGE;
+}
+
 /**
  * POST /api/session on our own origin; the answer holds a short-lived, single-room token. With `resume`
  * (this tab's stored resume token) the service returns the same room; if it refuses the token, a fresh
@@ -95,6 +112,7 @@ export async function requestSession(signal?: AbortSignal, resume: string | null
     const wait = Number.isFinite(retry) && retry > 0 ? ` Vuelva a intentarlo en ${retry} s.` : '';
     throw new SessionRequestError(`Demasiadas sesiones seguidas.${wait}`);
   }
+  if (response.status === 503) throw new SessionRequestError(await unavailableMessage(response));
   if (!response.ok) {
     throw new SessionRequestError(`El servidor no pudo crear la sesión (código ${response.status}).`);
   }
