@@ -134,13 +134,13 @@ async def test_forged_or_foreign_resume_tokens_are_refused(make_client: ClientFa
     assert "error" in await resp.json()
 
 
-def test_resume_tokens_expire() -> None:
+async def test_resume_tokens_expire() -> None:
     now = [1_000_000.0]
     tokens = ResumeTokens(make_settings(LEXVOZ_RESUME_TTL_S=60), clock=lambda: now[0])
     token = tokens.issue(room="lexvoz-" + "a" * 32, identity="usuario-" + "b" * 16)
     now[0] += 61
     with pytest.raises(ResumeError, match="caducó"):
-        tokens.spend(token)
+        await tokens.spend(token)
 
 
 async def test_requests_from_another_origin_are_refused(make_client: ClientFactory) -> None:

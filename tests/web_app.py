@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -9,6 +10,8 @@ from typing import Any
 from agent.settings import Settings
 
 API_KEY = "test-key"
+# Spent resume tokens of the tests' page services: one private folder per test process, never the checkout.
+SPENT_TOKENS_FILE = Path(tempfile.mkdtemp(prefix="lexvoz-spent-")) / "spent-resume-tokens.sqlite3"
 API_SECRET = "test-secret-that-must-never-leak-0123456789"
 
 ClientFactory = Callable[..., Any]
@@ -23,6 +26,7 @@ def make_settings(**overrides: Any) -> Settings:
         "LEXVOZ_AGENT_NAME": "lexvoz-test",
         "LEXVOZ_TOKEN_TTL_S": 600,
         "LEXVOZ_TOKEN_REQUESTS_PER_MINUTE": 100,
+        "LEXVOZ_SPENT_TOKENS_PATH": SPENT_TOKENS_FILE,
     }
     values.update(overrides)
     return Settings(_env_file=None, **values)  # type: ignore[call-arg]

@@ -162,7 +162,8 @@ def create_app(
     app[LIMITER_KEY] = PeerRateLimiter(settings.token_requests_per_minute)
     app[AGENT_LIMITER_KEY] = PeerRateLimiter(agent_requests_per_minute(settings))
     app[METRICS_KEY] = WebMetrics()
-    app[RESUME_KEY] = ResumeTokens(settings)
+    app[RESUME_KEY] = resume_tokens = ResumeTokens(settings)  # spent ids: shared store, see tokens.py
+    app.on_cleanup.append(lambda _app: resume_tokens.aclose())
     app[THROTTLE_KEY] = LogThrottle(log)
     app[STATIC_DIR_KEY] = static_dir if static_dir is not None else settings.web_dist
     app[CSP_KEY] = content_security_policy(settings)

@@ -182,7 +182,7 @@ async def create_session(request: web.Request) -> web.Response:
     resumed = body.get("resume") is not None
     if resumed:
         try:
-            room, identity = resume_tokens.spend(body["resume"])
+            room, identity = await resume_tokens.spend(body["resume"])  # 503 if the store is down
         except ResumeError as exc:
             refused(request, "resume")
             throttle.warning("resume", "resume refused (peer %s)", peer)

@@ -8,22 +8,28 @@ name with 128 random bits, which nobody can guess, and the only way back into a 
   of the service sharing that secret accepts it, and it is useless as a LiveKit token);
 - bound to one room and one identity, short-lived (`LEXVOZ_RESUME_TTL_S`), and single-use: a rejoin
   spends it and hands out the next one, so a copied token is worthless once the page has used it.
+
+Single-use holds across restarts and replicas: a spent token's id is written to a store every replica
+shares (`spent`), and when that store cannot be reached a resume is refused with 503 rather than accepted
+on trust; a new session, which spends nothing, still works.
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+import logging
 import secrets
 import time
-from collections import OrderedDict
 from datetime import timedelta
 from typing import Any, Final
 
 import jwt
+from aiohttp import web
 from livekit import api
 
 from agent.settings import Settings
+from agent.web.spent import SpentStoreUnavailable, SpentTokens
 
 ROOM_PREFIX: Final = "lexvoz-"
 IDENTITY_PREFIX: Final = "usuario-"
@@ -32,12 +38,20 @@ IDENTITY_PREFIX: Final = "usuario-"
 MAX_TOKEN_TTL_S: Final = 900
 RESUME_AUDIENCE: Final = "lexvoz-resume"
 _RESUME_KEY_LABEL: Final = b"lexvoz resume token v1"
-# Spent resume tokens are remembered until they expire; the table is bounded all the same.
-MAX_SPENT_TOKENS: Final = 100_000
+STORE_DOWN_MESSAGE: Final = "no se puede reanudar la sesión en este momento; inténtelo de nuevo o empiece una nueva"
+
+log = logging.getLogger("lexvoz.web")
 
 
 class ResumeError(Exception):
     """A resume token that cannot be used; the message is Spanish, for the page."""
+
+
+class ResumeUnavailable(web.HTTPServiceUnavailable):
+    """503: whether the token was already spent cannot be checked now, so the resume is refused."""
+
+    def __init__(self) -> None:
+        super().__init__(reason=STORE_DOWN_MESSAGE)
 
 
 def new_room_name() -> str:
@@ -84,12 +98,13 @@ def mint_token(settings: Settings, *, room: str, identity: str) -> str:
 class ResumeTokens:
     """Issue and spend the resume tokens that let a reloaded page back into its own room, and only that."""
 
-    def __init__(self, settings: Settings, *, clock: Any = time.time) -> None:
+    def __init__(self, settings: Settings, *, clock: Any = time.time, spent: SpentTokens | None = None) -> None:
         secret = settings.livekit_api_secret.get_secret_value().encode("utf-8")
         self._key = hmac.new(secret, _RESUME_KEY_LABEL, hashlib.sha256).digest()
         self._ttl_s = settings.resume_ttl_s
         self._clock = clock
-        self._spent: OrderedDict[str, float] = OrderedDict()  # jti -> expiry, oldest first
+        self.spent = spent if spent is not None else SpentTokens.from_settings(settings, clock=clock)
+        self._store_failing = False
 
     def issue(self, *, room: str, identity: str) -> str:
         now = int(self._clock())
@@ -103,8 +118,33 @@ class ResumeTokens:
         }
         return jwt.encode(claims, self._key, algorithm="HS256")
 
-    def spend(self, token: str) -> tuple[str, str]:
-        """Check `token` and mark it used; returns (room, identity). Raises ResumeError otherwise."""
+    async def spend(self, token: str) -> tuple[str, str]:
+        """Check `token` and mark it used; returns (room, identity).
+
+        Raises ResumeError for a token that is not valid (or already spent), ResumeUnavailable (503) when
+        the spent-token store cannot say whether it was spent.
+        """
+        room, identity, jti, expires_at = self._check(token)
+        try:
+            fresh = await self.spent.spend(jti, expires_at)
+        except SpentStoreUnavailable as exc:
+            if not self._store_failing:
+                log.warning(
+                    "resumes refused: the spent-token store is unavailable (%s); new sessions still work."
+                    " On PostgreSQL, check that `python -m agent ledger migrate` ran as the owner",
+                    exc,
+                )
+            self._store_failing = True
+            raise ResumeUnavailable() from None
+        if self._store_failing:
+            log.info("the spent-token store answers again: resumes are accepted")
+            self._store_failing = False
+        if not fresh:
+            raise ResumeError("esta sesión ya se reanudó; empiece una nueva")
+        return room, identity
+
+    def _check(self, token: str) -> tuple[str, str, str, int]:
+        """Signature, audience, expiry and prefixes; returns (room, identity, jti, exp)."""
         if not isinstance(token, str) or not token or len(token) > 1024:
             raise ResumeError("token de reanudación no válido")
         try:
@@ -125,17 +165,7 @@ class ResumeTokens:
             raise ResumeError("token de reanudación no válido")
         if not str(room).startswith(ROOM_PREFIX) or not str(identity).startswith(IDENTITY_PREFIX):
             raise ResumeError("token de reanudación no válido")
-        self._forget_expired()
-        if jti in self._spent:
-            raise ResumeError("esta sesión ya se reanudó; empiece una nueva")
-        self._spent[str(jti)] = float(claims["exp"])
-        while len(self._spent) > MAX_SPENT_TOKENS:
-            self._spent.popitem(last=False)
-        return str(room), str(identity)
+        return str(room), str(identity), str(jti), int(claims["exp"])
 
-    def _forget_expired(self) -> None:
-        now = self._clock()
-        for jti, exp in list(self._spent.items()):
-            if exp > now:
-                break
-            del self._spent[jti]
+    async def aclose(self) -> None:
+        await self.spent.aclose()
