@@ -172,8 +172,13 @@ class SpentTokens:
         try:
             engine = self._open()
             with engine.begin() as conn:
-                stmt = insert(spent_tokens).values(jti=jti, expires_at=int(expires_at)).on_conflict_do_nothing()
-                won = conn.execute(stmt).rowcount == 1
+                stmt = (
+                    insert(spent_tokens)
+                    .values(jti=jti, expires_at=int(expires_at))
+                    .on_conflict_do_nothing()
+                    .returning(spent_tokens.c.jti)
+                )
+                won = conn.execute(stmt).scalar_one_or_none() is not None
         except (SQLAlchemyError, OSError) as exc:
             raise SpentStoreUnavailable(type(exc).__name__) from exc
         with contextlib.suppress(SQLAlchemyError, OSError):  # the spend is committed; cleaning up can wait
@@ -192,7 +197,10 @@ class SpentTokens:
         if self.shared_database:
             oldest = oldest.with_for_update(skip_locked=True)  # two replicas purging never wait on each other
         with self._open().begin() as conn:
-            return int(conn.execute(delete(spent_tokens).where(spent_tokens.c.jti.in_(oldest))).rowcount)
+            gone = conn.execute(
+                delete(spent_tokens).where(spent_tokens.c.jti.in_(oldest)).returning(spent_tokens.c.jti)
+            )
+            return len(gone.all())
 
     async def spend(self, jti: str, expires_at: int) -> bool:
         """`spend_now` in a worker thread, so the event loop never waits on the database."""
