@@ -43,6 +43,9 @@ INPUTS: dict[str, Callable[[int], str]] = {
     "spoken e-mail chain": lambda n: "juan punto " * (n // 11 + 1),
     "dotted run": lambda n: "a." * (n // 2 + 1),
     "percent run": lambda n: "%" * n,
+    "dotted digit run": lambda n: "8.123." * (n // 6 + 1),
+    "digit pairs": lambda n: "61 23 " * (n // 6 + 1),
+    "full-width digits": lambda n: "６１２３ ４５ " * (n // 8 + 1),
 }
 
 

@@ -74,6 +74,57 @@ def test_legal_references_stay(text: str) -> None:
     assert redact(text) == text
 
 
+def test_mobile_dictated_in_pairs_is_masked() -> None:
+    out = redact("Mi celular es 61 23 45 67, llame de tarde.")
+    assert out == "Mi celular es [teléfono], llame de tarde."
+
+
+def test_mobile_with_a_paired_tail_is_masked() -> None:
+    assert redact("Escríbame al 6123-45-67 si hay novedades.") == "Escríbame al [teléfono] si hay novedades."
+
+
+def test_cedula_written_with_dots_is_masked() -> None:
+    assert redact("Mi cédula es 8.704.223.") == "Mi cédula es [cédula]."
+    # without the word: a dotted number with a cédula's shape is one unless it is an amount
+    assert redact("Soy 8.704.223 y quiero saber si puedo votar.") == "Soy [cédula] y quiero saber si puedo votar."
+
+
+def test_full_width_digits_are_masked() -> None:
+    assert redact("Llámeme al ６１２３-４５６７ por favor.") == "Llámeme al [teléfono] por favor."
+    assert redact("cédula ８-１２３-４５６７") == "cédula [cédula]"
+
+
+def test_full_width_digits_elsewhere_are_kept_as_ascii_one_for_one() -> None:
+    # digits fold to ASCII character for character; other characters (º, …) stay as written
+    assert redact("Nº ７２: ¿qué dice el artículo ７２…?") == "Nº 72: ¿qué dice el artículo 72…?"
+
+
+def test_card_number_with_dots_is_masked() -> None:
+    assert redact("Me cobraron con la 4111.1111.1111.1111 dos veces.") == "Me cobraron con la [tarjeta] dos veces."
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "¿Qué dice el artículo 32 del Código de Trabajo?",
+        "¿La ley cambia en 2030?",
+        "pregunto por la Ley 6 de 2002",
+        "El salario mínimo es B/. 1.500 al mes.",
+        "La multa llega a B/. 1.500.000 según el artículo 305.",
+        "Una indemnización de 1.500.000 balboas.",
+        "Pagué $1.500.000 por la casa.",
+        "Tengo 61 años y 23 de servicio, ¿me puedo jubilar?",
+        "Mi hijo tiene 16 años.",
+        "El numeral 1.2.10 del reglamento.",
+        "La reforma se firmó el 12.05.2004.",
+        "Un total de 1.234.567,89 balboas.",
+        "Los artículos 61, 23, 45 y 67.",
+    ],
+)
+def test_new_separators_leave_references_amounts_and_ages_alone(text: str) -> None:
+    assert redact(text) == text
+
+
 def test_several_kinds_in_one_sentence() -> None:
     text = (
         "Soy 8-765-4321, mi correo es ana@correo.pa y mi celular 6987-6543; "

@@ -11,12 +11,18 @@ the characters it consumes (a look-behind refuses the middle of a run), and repe
 otherwise be retried from every word of a long text are bounded. A log line or a question of any
 length therefore costs a few microseconds per character, never a frozen worker; `bench/redact.py`
 measures it and the tests pin it.
+
+Digits of other scripts (full-width `６１２３`, Arabic-Indic, ...) are folded to ASCII first, one character for
+one, together with the full-width `＋－．（）／`, so every pattern sees `6123` and positions do not move. Not
+NFKC on the whole text: that would also rewrite characters that are no identifier (`º`, `…`, ligatures) in
+what is kept. The output therefore shows such digits as ASCII ones.
 """
 
 from __future__ import annotations
 
 import logging
 import re
+import unicodedata
 from collections.abc import Callable
 
 __all__ = ["RedactingFilter", "redact"]
@@ -27,9 +33,13 @@ EMAIL = "[correo]"
 CARD = "[tarjeta]"
 PASSPORT = "[pasaporte]"
 
-# A separator inside an identifier: a hyphen (optionally spaced, as a transcript may write it) or a
-# single space.
-_SEP = r"(?:\s*[-‐‑–]\s*|\s)"
+# A separator inside an identifier: a hyphen (optionally spaced, as a transcript may write it), a
+# single space or a dot (`8.704.223`).
+_SEP = r"(?:\s*[-‐‑–]\s*|\s|\.)"
+
+# Any decimal digit that is not ASCII (`\d` matches them all, but a pattern's literal `6` does not), and
+# the full-width punctuation an identifier is written with.
+_FOLD_RE = re.compile(r"(?![0-9])\d|[＋－．（）／]")
 
 # `%` belongs in the look-behind too: without it a run of `%%%%` is a start at every character, and each
 # start rescans the rest of the run looking for `@` (quadratic).
@@ -44,7 +54,7 @@ _SPOKEN_EMAIL_RE = re.compile(
 
 # A card number stands alone: a digit run inside a longer word (a room name's hex, a request id) is not one,
 # even when it passes the Luhn check, as about 1 random 32-digit hex name in 600 holds such a run.
-_CARD_RE = re.compile(r"(?<![\w-])\d(?:[ -]?\d){12,18}(?![\w-])")
+_CARD_RE = re.compile(r"(?<![\w.-])\d(?:[ .-]?\d){12,18}(?![\w-])(?!\.\d)")
 
 # Cédula prefixes: province 1-13 (optionally with AV/PI/NT), or the letter series E, N, PE.
 _CEDULA_RE = re.compile(
@@ -54,7 +64,7 @@ _CEDULA_RE = re.compile(
       | PE | E | N                                 # panameño en el extranjero, extranjero, naturalizado
     )
     {_SEP}(\d{{1,4}}){_SEP}(\d{{1,6}})
-    (?![\w/-])""",
+    (?![\w/-])(?![.,]\d)""",
     re.IGNORECASE | re.VERBOSE,
 )
 
@@ -68,6 +78,8 @@ _PA_PREFIX = r"(?:(?:\+\s?|00)?\(?507\)?[\s.-]*)"
 _INTL_PHONE_RE = re.compile(r"(?<![\w+])(?:\+|00)\d{1,3}(?:[\s.-]?\(?\d{1,5}\)?){1,5}(?![\w-])")
 _PA_PREFIXED_RE = re.compile(rf"(?<![\w+]){_PA_PREFIX}(?:6\d{{3}}|[2-9]\d{{2}})[\s.-]?\d{{4}}(?![\w-])")
 _MOBILE_RE = re.compile(r"(?<![\w.,/-])6\d{3}[\s.-]?\d{4}(?![\w/-])")
+# The same number dictated in pairs: `61 23 45 67`, `6123-45-67`.
+_MOBILE_PAIRS_RE = re.compile(r"(?<![\w.,/-])6\d(?:[\s.-]?\d\d)(?:[\s.-]\d\d){2}(?![\w/-])(?![.,]\d)")
 _LANDLINE_RE = re.compile(r"(?<![\w.,/-])[2-579]\d{2}-\d{4}(?![\w/-])")
 _LANDLINE_SPACED_RE = re.compile(r"(?<![\w.,/-])[2-579]\d{2}[\s.]\d{4}(?![\w/-])")
 
@@ -76,6 +88,9 @@ _PHONE_CONTEXT_RE = re.compile(
     r"(tel[ée]fono|\btel\b|celular|m[óo]vil|whats\s?app|ll[áa]m[ae]|contacto|n[úu]mero)[^.\n]{0,30}$", re.IGNORECASE
 )
 _CEDULA_CONTEXT_RE = re.compile(r"(c[ée]dula|identidad|\bc[ée]d\b|\bC\.?I\.?P?\b)[^.\n]{0,30}$", re.IGNORECASE)
+# A dotted number is an amount, not a cédula, right after a currency sign or before a currency word.
+_CURRENCY_BEFORE_RE = re.compile(r"(?:B/\.?|\$|USD|US\$)\s*$", re.IGNORECASE)
+_CURRENCY_AFTER_RE = re.compile(r"\s*(?:balboas?|d[óo]lares|USD|B/)", re.IGNORECASE)
 
 
 def _luhn_ok(digits: str) -> bool:
@@ -88,6 +103,11 @@ def _luhn_ok(digits: str) -> bool:
                 d -= 9
         total += d
     return total % 10 == 0
+
+
+def _fold(m: re.Match[str]) -> str:
+    ch = m.group(0)
+    return str(unicodedata.decimal(ch)) if ch.isdecimal() else unicodedata.normalize("NFKC", ch)
 
 
 def _digits(s: str) -> str:
@@ -116,11 +136,15 @@ def _make_cedula_sub(text: str) -> Callable[[re.Match[str]], str]:
         whole = m.group(0)
         tomo, asiento = m.group(1), m.group(2)
         lead = re.match(r"\d+", whole)
-        prefix_digits = lead.group(0) if lead and whole[lead.end() : lead.end() + 1] in "-‐‑– " else ""
+        prefix_digits = lead.group(0) if lead and whole[lead.end() : lead.end() + 1] in "-‐‑– ." else ""
         context = _preceded_by(_CEDULA_CONTEXT_RE, text, m.start())
         if not context:
             if _looks_like_date(tomo, asiento, prefix_digits):
                 return whole
+            if "." in whole:
+                # `8.704.223` is a cédula; `B/. 1.500.000`, `1.500.000 balboas` and `1.2.10` (a numbering) are not
+                amount = _preceded_by(_CURRENCY_BEFORE_RE, text, m.start()) or _CURRENCY_AFTER_RE.match(text, m.end())
+                return whole if amount or len(asiento) < 3 else CEDULA
             # Three bare space-separated numbers ("8 123 4567") are an identifier only if the
             # asiento is long enough not to be a list of article numbers.
             if not re.search(r"[-‐‑–]", whole) and len(asiento) < 4:
@@ -169,6 +193,8 @@ def redact(text: str) -> str:
     """
     if not text:
         return text
+    if not text.isascii():
+        text = _FOLD_RE.sub(_fold, text)
     out = _EMAIL_RE.sub(EMAIL, text)
     out = _SPOKEN_EMAIL_RE.sub(EMAIL, out)
     out = _CARD_RE.sub(_card, out)
@@ -177,6 +203,7 @@ def redact(text: str) -> str:
     out = _PASSPORT_CONTEXT_RE.sub(_passport_context, out)
     out = _CEDULA_RE.sub(_make_cedula_sub(out), out)
     out = _PASSPORT_GENERIC_RE.sub(PASSPORT, out)
+    out = _MOBILE_PAIRS_RE.sub(PHONE, out)
     out = _MOBILE_RE.sub(PHONE, out)
     out = _LANDLINE_RE.sub(_make_landline_sub(out), out)
     out = _LANDLINE_SPACED_RE.sub(_make_context_sub(out, PHONE, _PHONE_CONTEXT_RE), out)
