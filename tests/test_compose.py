@@ -51,7 +51,7 @@ def test_compose_matches_the_compose_specification() -> None:
 
 def test_compose_services_and_commands() -> None:
     services = _compose()["services"]
-    assert set(services) == {"livekit", "search", "ledger-db", "agent", "web"}
+    assert set(services) == {"livekit", "search", "ledger-db", "ledger-migrate", "agent", "web"}
     assert services["livekit"]["image"] == "livekit/livekit-server:v1.13.5"
     assert services["livekit"]["command"].startswith("--config /etc/livekit.yaml")
     assert "./livekit.yaml:/etc/livekit.yaml:ro" in services["livekit"]["volumes"]
@@ -70,7 +70,7 @@ def test_compose_services_and_commands() -> None:
     assert ledger_db["image"].startswith("postgres:") and "ports" not in ledger_db
     assert ledger_db["environment"]["POSTGRES_PASSWORD"].startswith("${LEXVOZ_LEDGER_DB_PASSWORD:?")
     assert services["agent"]["depends_on"]["ledger-db"]["condition"] == "service_healthy"
-    assert agent_env["LEXVOZ_LEDGER_URL"].startswith("postgresql://lexvoz:${LEXVOZ_LEDGER_DB_PASSWORD:?")
+    assert agent_env["LEXVOZ_LEDGER_URL"].startswith("postgresql://lexvoz_app:${LEXVOZ_LEDGER_APP_PASSWORD:?")
     assert agent_env["LEXVOZ_LEDGER_URL"].endswith("@ledger-db:5432/ledger")
     web_env = services["web"]["environment"]
     assert web_env["LEXVOZ_WEB_HOST"] == "0.0.0.0"
@@ -82,6 +82,28 @@ def test_compose_services_and_commands() -> None:
         env = services[name]["environment"]
         assert env["LIVEKIT_API_KEY"].startswith("${LIVEKIT_API_KEY:?")
         assert env["LIVEKIT_API_SECRET"].startswith("${LIVEKIT_API_SECRET:?")
+
+
+def test_the_ledger_owner_migrates_once_and_the_services_log_in_as_the_app_role() -> None:
+    """Only ledger-db and the one-shot ledger-migrate know the owner's password; agent and web use the role that
+    may only read and insert, which ledger-migrate creates before either of them starts."""
+    services = _compose()["services"]
+    owner_password = "${LEXVOZ_LEDGER_DB_PASSWORD:?"
+    app_url = "postgresql://lexvoz_app:${LEXVOZ_LEDGER_APP_PASSWORD:?"
+    migrate = services["ledger-migrate"]
+    assert migrate["command"][-3:] == ["agent", "ledger", "migrate"] and migrate["restart"] == "no"
+    assert migrate["depends_on"]["ledger-db"]["condition"] == "service_healthy"
+    env = migrate["environment"]
+    assert env["LEXVOZ_LEDGER_URL"].startswith("postgresql://lexvoz:" + owner_password)
+    assert env["LEXVOZ_LEDGER_APP_ROLE"] == "lexvoz_app"
+    assert env["LEXVOZ_LEDGER_APP_PASSWORD"].startswith("${LEXVOZ_LEDGER_APP_PASSWORD:?")
+    for name in ("agent", "web"):
+        service = services[name]
+        assert service["depends_on"]["ledger-migrate"]["condition"] == "service_completed_successfully", name
+        url = service["environment"]["LEXVOZ_LEDGER_URL"]
+        assert url.startswith(app_url) and url.endswith("@ledger-db:5432/ledger"), name
+    holders = {n for n, svc in services.items() if owner_password in json.dumps(svc.get("environment") or {})}
+    assert holders == {"ledger-db", "ledger-migrate"}
 
 
 def test_no_default_livekit_secret_anywhere() -> None:
@@ -209,7 +231,9 @@ def test_no_secret_has_a_published_default() -> None:
         if _SECRETISH.search(name):
             secrets_seen.add(name)
             assert operator == ":?", f"{match.group(0)} must be required (${{{name}:?message}})"
-    assert {"PANAMA_LAW_TOKEN", "LIVEKIT_API_SECRET", "LEXVOZ_LEDGER_DB_PASSWORD"} <= secrets_seen
+    assert {"PANAMA_LAW_TOKEN", "LIVEKIT_API_SECRET", "LEXVOZ_LEDGER_DB_PASSWORD", "LEXVOZ_LEDGER_APP_PASSWORD"} <= (
+        secrets_seen
+    )
 
 
 def test_search_token_is_required_and_the_example_says_how_to_make_one() -> None:
@@ -225,7 +249,7 @@ def test_search_token_is_required_and_the_example_says_how_to_make_one() -> None
 # What each service may keep of the default capabilities: postgres's entrypoint starts as root, fixes the
 # ownership of its folders and switches to the postgres user; every other service needs none.
 _CAPABILITIES_KEPT = {"ledger-db": {"CHOWN", "DAC_OVERRIDE", "FOWNER", "SETGID", "SETUID"}}
-SERVICES = ("livekit", "search", "ledger-db", "agent", "web")
+SERVICES = ("livekit", "search", "ledger-db", "ledger-migrate", "agent", "web")
 
 
 def _default(value: object) -> str:
