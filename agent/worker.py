@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import sys
 import threading
 from collections.abc import Callable
@@ -53,9 +54,10 @@ def _multiproc_dir() -> str | None:
     """Job processes write their metrics here; the worker's /metrics endpoint sums them.
 
     A private directory (see `metrics.private_multiprocess_dir`), never a fixed shared path: a refused
-    PROMETHEUS_MULTIPROC_DIR stops the worker at start with one line.
+    PROMETHEUS_MULTIPROC_DIR stops the worker at start with one line. Checked even with metrics off, since
+    livekit-agents then still takes the variable's folder and clears it.
     """
-    if settings.prometheus_port is None:
+    if settings.prometheus_port is None and not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         return None
     try:
         return str(metrics.private_multiprocess_dir())

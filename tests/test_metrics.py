@@ -186,6 +186,21 @@ def test_worker_refuses_a_symlinked_multiproc_dir_with_one_line(
     assert len(err) == 1 and "PROMETHEUS_MULTIPROC_DIR" in err[0] and "symbolic link" in err[0], err
 
 
+def test_worker_checks_a_set_multiproc_dir_even_with_metrics_off(
+    worker_with_metrics: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """livekit-agents takes PROMETHEUS_MULTIPROC_DIR from the environment and clears it whatever the port."""
+    monkeypatch.setattr(
+        worker_with_metrics, "settings", worker_with_metrics.settings.model_copy(update={"prometheus_port": None})
+    )
+    assert worker_with_metrics._multiproc_dir() is None
+    link = tmp_path / "prom"
+    link.symlink_to(_plant_victim(tmp_path))
+    monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", str(link))
+    with pytest.raises(SystemExit):
+        worker_with_metrics._multiproc_dir()
+
+
 @pytest.mark.parametrize("problem", ["writable by others", "not a directory", "another user"])
 def test_an_operator_multiproc_dir_others_could_write_to_is_refused(tmp_path: Path, problem: str) -> None:
     path = tmp_path / "prom"
