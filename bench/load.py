@@ -315,8 +315,12 @@ def main(argv: list[str] | None = None) -> int:
         if not sep or not name.startswith(("LEXVOZ_", "OTEL_")):
             p.error(f"--worker-env wants LEXVOZ_NAME=VALUE, got {item!r}")
         worker_env[name] = value
-    # Every person asks the page service from 127.0.0.1: lift its per-address limit for this run only.
-    os.environ["LEXVOZ_TOKEN_REQUESTS_PER_MINUTE"] = str(max(10, args.sessions * 2))
+    # Every person asks the page service from 127.0.0.1: lift its per-address limits for this run only (the
+    # agent requests' follows the token requests'; people waiting re-ask for an agent every few seconds),
+    os.environ["LEXVOZ_TOKEN_REQUESTS_PER_MINUTE"] = str(min(1000, max(10, args.sessions * 15)))
+    # and its whole-service caps.
+    os.environ["LEXVOZ_MAX_CONVERSATIONS"] = str(max(50, args.sessions * 2))
+    os.environ["LEXVOZ_MAX_DISPATCHES_PER_MINUTE"] = str(max(60, args.sessions * 15))
     load_start = os.getloadavg()
     host_reference = reference_in_subprocess()  # before the stack: the host's own speed, comparable across days
     with tempfile.TemporaryDirectory(prefix="lexvoz-load-") as tmp:
