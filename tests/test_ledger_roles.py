@@ -9,6 +9,7 @@ reads, and one that finds the schema behind says in one line who must migrate it
 from __future__ import annotations
 
 import itertools
+import logging
 import os
 from collections.abc import Iterator
 
@@ -139,7 +140,9 @@ def test_the_owner_is_never_made_the_app_role(db: str, capsys: pytest.CaptureFix
     assert ledger_main(["migrate", "--url", db, "--app-role", "Bad-Name; DROP"]) == 2
 
 
-def test_a_worker_as_the_app_role_never_migrates_and_says_who_must(db: str, capsys: pytest.CaptureFixture[str]) -> None:
+async def test_a_worker_as_the_app_role_never_migrates_and_says_who_must(
+    db: str, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
     """A store left one step behind: the app role's open fails with one line and the store is untouched."""
     engine = create_engine(ledger_url(db))
     LedgerStore(engine, db).migrate(target=SCHEMA_VERSION - 1)
@@ -155,6 +158,11 @@ def test_a_worker_as_the_app_role_never_migrates_and_says_who_must(db: str, caps
     assert "\n" not in message and "run `python -m agent ledger migrate` as the owner" in message
     assert ledger_main(["migrate", "--url", app]) == 1
     assert "as the owner" in capsys.readouterr().err
+    with caplog.at_level(logging.WARNING, logger="lexvoz.ledger"):  # a conversation's writer: one clear line
+        ledger = await write(app, entry(), flush_s=0.5)
+    assert ledger.written == 0
+    warned = [r.getMessage() for r in caplog.records if r.name == "lexvoz.ledger" and r.levelno == logging.WARNING]
+    assert any("run `python -m agent ledger migrate` as the owner" in line for line in warned), warned
     with psycopg.connect(db) as conn:
         assert conn.execute("SELECT max(version) FROM ledger_schema_version").fetchone() == (SCHEMA_VERSION - 1,)
     with LedgerStore.open(db) as owner:  # the owner's open migrates as before

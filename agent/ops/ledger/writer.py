@@ -22,6 +22,7 @@ from sqlalchemy.exc import IntegrityError
 
 from agent.ops import metrics
 from agent.ops.ledger.entry import LedgerEntry
+from agent.ops.ledger.schema import LedgerSchemaError
 from agent.ops.ledger.store import LedgerStore, describe_location
 
 __all__ = ["DisabledLedger", "EvidenceLedger", "Ledger", "ledger_from_settings"]
@@ -169,11 +170,14 @@ class EvidenceLedger:
         # the type only: database messages can quote values. One warning per streak of failures.
         level = logging.DEBUG if self._failing else logging.WARNING
         self._failing = True
+        what = type(exc).__name__
+        if isinstance(exc, LedgerSchemaError):  # our own words (who must migrate), never stored data
+            what = f"{what}: {exc}"
         logger.log(
             level,
             "ledger write to %s failed (%s); will retry",
             describe_location(self.location),
-            type(exc).__name__,
+            what,
             extra={"error": type(exc).__name__},
         )
 
