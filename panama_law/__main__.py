@@ -34,18 +34,44 @@ def _settings(args: argparse.Namespace) -> ServerSettings:
     return ServerSettings(**overrides)
 
 
+EXIT_REFUSED = 2
+"""`serve` refused its settings before serving anything (a non-loopback bind without a token)."""
+
+
 def _cmd_serve(settings: ServerSettings) -> int:
+    if not settings.is_loopback and settings.token is None:
+        # Anyone who can reach the address could search, open sessions and spend the server's CPU: say so and stop.
+        print(
+            f"error: refusing to serve on {settings.host} without a token: set PANAMA_LAW_TOKEN (or --token), "
+            "or bind to 127.0.0.1",
+            file=sys.stderr,
+        )
+        return EXIT_REFUSED
+
     import uvicorn
+    from threadpoolctl import threadpool_limits
 
     from .build import load_searcher, open_searcher
     from .fingerprint import load_or_create_key
     from .server import ServerState, SessionLimits, build_app
 
+    if settings.host.strip("[]") in ("0.0.0.0", "::") and not settings.allowed_hosts:
+        logging.getLogger("panama_law").warning(
+            "serving on %s, but only requests naming %s as Host are answered: set PANAMA_LAW_ALLOWED_HOSTS to the "
+            "name clients connect to",
+            settings.host,
+            ", ".join(settings.allowed_host_names),
+        )
+    # One BLAS thread for the whole process. Each search asks for one (`embedding.one_blas_thread`), but that is a
+    # process-wide setting entered and restored by every search, and searches now run in threads side by side: one
+    # ending would hand a running one back the default, busy-waiting threads.
+    threadpool_limits(limits=1, user_api="blas")
     state = ServerState()
     app = build_app(
         state,
         token=settings.token.get_secret_value() if settings.token else None,
-        loopback=settings.is_loopback,
+        allowed_hosts=settings.allowed_host_names,
+        search_threads=settings.search_threads,
         loader=lambda: load_searcher(settings),
         limits=SessionLimits(
             per_client=settings.max_sessions_per_client,
@@ -190,11 +216,13 @@ def _cmd_remove(settings: ServerSettings, name: str, wait_s: float) -> int:
 
 def _cmd_search(settings: ServerSettings, question: str, as_json: bool) -> int:
     from . import index
-    from .schema import text_rendering, to_source, validate_query
+    from .schema import check_query_size, text_rendering, to_source, validate_query
     from .search import Searcher
 
     query = validate_query({"query": question})
-    sources = [to_source(hit) for hit in Searcher(index.load(settings.data_dir)).search(query)]
+    searcher = Searcher(index.load(settings.data_dir))
+    check_query_size(query)
+    sources = [to_source(hit) for hit in searcher.search(query)]
     print(json.dumps({"results": sources}, ensure_ascii=False, indent=2) if as_json else text_rendering(sources))
     return 0
 

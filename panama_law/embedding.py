@@ -88,6 +88,13 @@ def encode(texts: Sequence[str], batch_size: int = 64) -> np.ndarray:
     return normalised
 
 
+def token_count(text: str) -> int:
+    """How many tokens the encoder reads for `text` (its SentencePiece pieces, after the model's own NFKC
+    normalisation, plus the start and end marks): what the time of an `encode` grows with."""
+    ids: list[int] = _get().sp.encode(text, out_type=int, add_bos=True, add_eos=True)
+    return len(ids)
+
+
 def encode_one(text: str) -> np.ndarray:
     row: np.ndarray = encode([text])[0]
     return row

@@ -6,8 +6,10 @@ interchangeable with other servers of the same contract, so it does not import t
 
 from __future__ import annotations
 
+import unicodedata
 from typing import Any
 
+from . import embedding
 from .search import Hit
 
 TOOL_NAME = "search_panama_law"
@@ -19,6 +21,17 @@ TOOL_DESCRIPTION = (
 )
 NO_RESULTS_TEXT = "Sin resultados en las normas indexadas para esta consulta."
 MAX_QUERY_CHARS = 2_000
+# A query's size once normalised, checked before any search runs (`check_query_size`). The schema's 2,000
+# characters are counted as sent, but a search reads the query normalised: the encoder applies NFKC and the
+# lexical side folds with NFKD, and a single character can grow 18-fold ("\ufdfa"), so 2,000 of those were 36,000
+# characters and half a second of encoder time on the event loop. A search costs about 3.5 ms plus about 50 µs per
+# encoder token (bench/search_stall.py), so the token bound is what keeps the worst accepted query near 20 ms.
+# The longest question in the evaluation sets (bench/eval, 1,647 questions) is 283 characters, 56 words and 63
+# encoder tokens: 256 tokens leaves four times that. The character bound is the schema's own, applied to the NFKC
+# form (folding's NFKD form without its combining marks, which is what the index reads, is at most three times
+# longer, for Hangul); it keeps counting the tokens cheap.
+MAX_NORMALISED_CHARS = MAX_QUERY_CHARS
+MAX_QUERY_TOKENS = 256
 MAX_TITLE_CHARS = 1_000
 MAX_CITATION_CHARS = 1_000
 MAX_EXCERPT_CHARS = 750
@@ -83,6 +96,19 @@ def validate_query(arguments: Any) -> str:
     if not query:
         raise QueryError("'query' is empty or blank")
     return query
+
+
+def check_query_size(query: str) -> None:
+    """Refuse (QueryError) a query too long once normalised for a search to stay cheap; nothing is searched.
+
+    Characters first (NFKC, a fraction of a millisecond even for 36,000), then the encoder's tokens, counted on
+    at most `MAX_NORMALISED_CHARS` characters. Needs the encoder loaded (a searcher's first search loads it)."""
+    normalised = len(unicodedata.normalize("NFKC", query))
+    if normalised > MAX_NORMALISED_CHARS:
+        raise QueryError(f"'query' is longer than {MAX_NORMALISED_CHARS} characters once normalised ({normalised})")
+    tokens = embedding.token_count(query)
+    if tokens > MAX_QUERY_TOKENS:
+        raise QueryError(f"'query' has more than {MAX_QUERY_TOKENS} tokens ({tokens}); ask a shorter question")
 
 
 def _clip(text: str, limit: int) -> str:

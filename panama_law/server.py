@@ -3,8 +3,12 @@
 Built on the SDK's low-level `Server` so the tool's input and output schemas are exactly the contract's (no
 generated schema), with JSON responses: every call is one POST and one JSON body, which keeps a round trip to a
 few milliseconds. Sessions are stateful (a cancellation must reach the call it cancels) and bounded per client
-and in total, with idle ones expired (`panama_law.sessions`), so no client can fill the table. Logs name a
-query only by a keyed fingerprint (`panama_law.fingerprint`).
+and in total, with idle ones expired (`panama_law.sessions`), so no client can fill the table. Requests must name
+an allowed Host and carry the token, if one is set (`panama_law.access`). Logs name a query only by a keyed
+fingerprint (`panama_law.fingerprint`).
+
+No one query can stall the others: its size once normalised is checked before any search (`check_query_size`), and
+searches run in worker threads, at most `search_threads` at once, so the event loop keeps answering everyone else.
 
 Given its data dir, the server follows the index file (`IndexFollower`): `import` and `remove` swap in a new file,
 and the server reads the new one whole in a worker thread and only then swaps the searcher it answers from, so a
@@ -16,13 +20,12 @@ to tell whether its change has been taken.
 from __future__ import annotations
 
 import contextlib
-import hmac
 import logging
 import os
 import secrets
 import threading
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,14 +35,14 @@ import mcp_types as types
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
-from mcp.server.transport_security import TransportSecuritySettings
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp
 
 from . import __version__, index, served
+from .access import BearerTokenMiddleware, HostCheck, transport_security
 from .fingerprint import Fingerprinter
 from .schema import (
     INPUT_SCHEMA,
@@ -47,13 +50,14 @@ from .schema import (
     TOOL_DESCRIPTION,
     TOOL_NAME,
     QueryError,
+    check_query_size,
     text_rendering,
     to_source,
     validate_query,
 )
 from .search import Searcher
 from .sessions import SessionBounds
-from .settings import MCP_PATH
+from .settings import LOOPBACK_NAMES, MCP_PATH
 
 log = logging.getLogger(__name__)
 
@@ -202,9 +206,18 @@ def _error(message: str) -> types.CallToolResult:
     return types.CallToolResult(content=[types.TextContent(text=message)], is_error=True)
 
 
-def build_mcp_server(state: ServerState, fingerprint: Callable[[str], str] | None = None) -> Server[Any]:
-    """The MCP server; `fingerprint` names a query in the logs (keyed; a per-process key if not given)."""
+def build_mcp_server(
+    state: ServerState, fingerprint: Callable[[str], str] | None = None, *, search_threads: int = 2
+) -> Server[Any]:
+    """The MCP server; `fingerprint` names a query in the logs (keyed; a per-process key if not given), and at most
+    `search_threads` searches run at once."""
     query_fingerprint = fingerprint or Fingerprinter()
+    # Searches run in worker threads so the event loop keeps serving other clients while one runs: on the loop, a
+    # half-second search (before `check_query_size`) held every other client's call for as long. A thread cannot be
+    # interrupted, so a cancelled call waits for its search to end (`abandon_on_cancel` stays False) and gives its
+    # token back only then: running searches never outnumber the limiter, however many calls are cancelled. A call
+    # still waiting for a token is cancelled at once.
+    limiter = anyio.CapacityLimiter(search_threads)
     tool = types.Tool(
         name=TOOL_NAME,
         description=TOOL_DESCRIPTION,
@@ -227,17 +240,21 @@ def build_mcp_server(state: ServerState, fingerprint: Callable[[str], str] | Non
         except QueryError as exc:
             log.info("rejected call: %s", exc)
             return _error(f"invalid arguments: {exc}")
+        # Taken once: the follower may swap in a new index while this call's search runs in its thread, and the
+        # search must be answered wholly from the index it started on.
         searcher = state.searcher
         if searcher is None:
             return _error("the index is not loaded yet; try again shortly")
+        try:
+            check_query_size(query)  # once loaded: counting tokens needs the encoder, which the load warms up
+        except QueryError as exc:
+            log.info("rejected call: %s", exc)
+            return _error(f"invalid arguments: {exc}")
         started = time.perf_counter()
         try:
             if delay_s:
                 await anyio.sleep(delay_s)
-            # On the event loop on purpose: a search is a few milliseconds of numpy work, and handing it to a
-            # thread measured far worse (p90 over 200 ms on two cores; measured while BLAS still ran two busy-waiting
-            # threads, see `embedding`, which may account for much of it: worth measuring again).
-            hits = searcher.search(query)
+            hits = await anyio.to_thread.run_sync(searcher.search, query, limiter=limiter)
         except anyio.get_cancelled_exc_class():
             # The client gave up (notifications/cancelled); no query text here, only that it happened.
             log.info("tool call cancelled")
@@ -260,70 +277,39 @@ def build_mcp_server(state: ServerState, fingerprint: Callable[[str], str] | Non
     return Server("panama-law", version=__version__, on_list_tools=on_list_tools, on_call_tool=on_call_tool)
 
 
-class BearerTokenMiddleware:
-    """Reject requests without the configured bearer token with HTTP 401, comparing in constant time."""
-
-    def __init__(self, app: ASGIApp, token: str) -> None:
-        self.app = app
-        self._expected = token.encode("utf-8")
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and not self._authorized(scope):
-            response = JSONResponse(
-                {"error": "unauthorized"}, status_code=401, headers={"WWW-Authenticate": 'Bearer realm="panama-law"'}
-            )
-            await response(scope, receive, send)
-            return
-        await self.app(scope, receive, send)
-
-    def _authorized(self, scope: Scope) -> bool:
-        header = next((v for k, v in scope.get("headers", []) if k == b"authorization"), b"")
-        scheme, _, presented = header.partition(b" ")
-        if scheme.lower() != b"bearer":
-            presented = b""
-        # compare_digest on equal-type bytes: time does not depend on where the first difference is.
-        return hmac.compare_digest(presented.strip(), self._expected)
-
-
 def build_app(
     state: ServerState,
     *,
     token: str | None = None,
-    loopback: bool = True,
+    allowed_hosts: Sequence[str] = LOOPBACK_NAMES,
     loader: Callable[[], Searcher] | None = None,
     limits: SessionLimits | None = None,
     fingerprint_key: bytes | None = None,
     data_dir: Path | None = None,
     reloader: Callable[[], Searcher] | None = None,
     recheck_s: float = 2.0,
+    search_threads: int = 2,
 ) -> Starlette:
     """The ASGI app. `loader`, if given, loads the searcher in a worker thread after start-up (health is 503
     until it finishes), so a supervisor sees the process alive while a first-run index build is under way.
     `limits` bounds the MCP sessions; `fingerprint_key` keys the query fingerprints in the logs. With `data_dir`
     (and `reloader`, which reads its index as it is now), the server follows that index once loaded
-    (`IndexFollower`) and health names the generation it serves."""
+    (`IndexFollower`) and health names the generation it serves. Requests to the MCP endpoint must name one of
+    `allowed_hosts` as Host (any port); `search_threads` searches run at once."""
     limits = limits or SessionLimits()
     follower = (
         IndexFollower(state, data_dir, reloader, recheck_s=recheck_s)
         if data_dir is not None and reloader is not None
         else None
     )
-    security = (
-        TransportSecuritySettings(
-            enable_dns_rebinding_protection=True,
-            allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*", "127.0.0.1", "localhost"],
-            allowed_origins=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"],
-        )
-        if loopback
-        else TransportSecuritySettings(enable_dns_rebinding_protection=False)
-    )
+    security = transport_security(allowed_hosts)
     # Stateful sessions: a client's `notifications/cancelled` must reach the session running its call, or a
     # search the user has talked over runs to the end for nothing. (Stateless mode answers the notice in a
     # fresh session that knows nothing of the call.)
     # The manager's own ceilings sit above ours: SessionBounds closes a session before the manager would ever
     # answer 503, and its idle timer matches ours.
     manager = StreamableHTTPSessionManager(
-        app=build_mcp_server(state, Fingerprinter(fingerprint_key)),
+        app=build_mcp_server(state, Fingerprinter(fingerprint_key), search_threads=search_threads),
         json_response=True,
         stateless=False,
         security_settings=security,
@@ -332,9 +318,9 @@ def build_app(
     )
 
     mcp_endpoint = StreamableHTTPASGIApp(manager)  # an instance, so Starlette routes raw ASGI to it
-    # Authentication first: a client without the token never gets to open (or close) a session.
+    # Host, then authentication, first: a request failing either never gets to open (or close) a session.
     bounded = SessionBounds(mcp_endpoint, per_client=limits.per_client, total=limits.total, idle_s=limits.idle_s)
-    endpoint: ASGIApp = BearerTokenMiddleware(bounded, token) if token else bounded
+    endpoint: ASGIApp = HostCheck(BearerTokenMiddleware(bounded, token) if token else bounded, security)
 
     async def healthz(request: Request) -> Response:
         searcher = state.searcher

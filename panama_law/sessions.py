@@ -5,28 +5,39 @@ running its call). The SDK's session manager refuses new sessions with HTTP 503 
 forgets idle ones only after 30 minutes, so a script opening sessions in a loop locked the worker's
 gateway out for that long. This ASGI middleware sits in front of the manager and keeps the table small:
 
-- each client (its TCP peer address) holds at most `per_client` sessions;
+- each client holds at most `per_client` sessions; a client is its TCP peer address, and for IPv6 its /64
+  network, the block one host is routinely given (one machine could otherwise be thousands of clients);
 - the whole server holds at most `total`;
 - a session with no request for `idle_s` seconds is closed (by `run_expiry`, a background sweep, and on
   every request). The SDK's own idle timer never fires for a client that keeps its event stream (GET)
   open, so the bound counts requests, not open streams.
 
-Opening a session never fails because of the bounds: the least recently used session (the client's own
-first, then anyone's) is closed to make room. A flood therefore only churns the flooder's own sessions,
-or, at worst, closes an idle session whose owner reconnects on its next call (the gateway does that when
-the server answers 404 for its session). Sessions are closed the way a client closes one, with an HTTP
-DELETE for its id handed to the manager, so only the SDK's public behaviour is relied on.
+A client at its own bound makes room by closing its own least recently used session. When the whole table
+is full, room is taken only from the client(s) holding the most sessions, and only while they hold at least
+two more than the newcomer: the newcomer may grow to, never past, what the largest holder keeps. Otherwise the
+newcomer closes its own oldest session, or, holding none, is refused with 503 and a Retry-After of when the
+oldest session will have gone idle. Why: the table used to close the least recently used session of anyone, so
+40 addresses opening 16 sessions each (640 against 256) closed the worker's gateway's one live session, which
+a flood from enough addresses can always outrun. With this rule a client is never closed below the count of
+the client asking, so a client within its fair share (the table divided among the clients holding sessions)
+keeps its sessions: to lose its k sessions, every client would have to hold k and the table still be full. A
+flood churns the flooders' sessions among themselves, and a newcomer is refused only when every session
+belongs to a different client. Sessions are closed the way a client closes one, with an HTTP DELETE for its
+id handed to the manager, so only the SDK's public behaviour is relied on.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import logging
+import math
 import time
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import anyio
+from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 log = logging.getLogger(__name__)
@@ -63,22 +74,37 @@ class SessionBounds:
         self.idle_s = idle_s
         self._clock = clock
         self._sessions: OrderedDict[str, _Session] = OrderedDict()  # least recently used first
+        self._held: Counter[str] = Counter()  # sessions per client
         self._opening: dict[str, int] = {}  # per client, admitted but not yet answered
         self._lock = anyio.Lock()
         self.closed_for_room = 0
         self.closed_idle = 0
+        self.refused = 0
 
     def __len__(self) -> int:
         return len(self._sessions)
 
     def sessions_of(self, client: str) -> int:
-        return sum(1 for s in self._sessions.values() if s.client == client)
+        return self._held[client]
+
+    def _add(self, session_id: str, session: _Session) -> None:
+        self._forget(session_id)
+        self._sessions[session_id] = session
+        self._held[session.client] += 1
+
+    def _forget(self, session_id: str) -> _Session | None:
+        session = self._sessions.pop(session_id, None)
+        if session is not None:
+            self._held[session.client] -= 1
+            if not self._held[session.client]:
+                del self._held[session.client]
+        return session
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        client = _client(scope)
+        client = client_of(scope)
         session_id = _header(scope, SESSION_HEADER)
         await self._expire_idle()
         if session_id is None:
@@ -94,7 +120,7 @@ class SessionBounds:
             known.last_used = self._clock()
         ended = scope.get("method") == "DELETE" and status is not None and status < 400
         if ended or status == 404:
-            self._sessions.pop(session_id, None)
+            self._forget(session_id)
 
     async def run_expiry(self) -> None:
         """Close idle sessions every half idle period until cancelled (run it in the app's lifespan)."""
@@ -104,8 +130,19 @@ class SessionBounds:
 
     async def _open(self, client: str, scope: Scope, receive: Receive, send: Send) -> None:
         async with self._lock:
-            await self._make_room(client)
-            self._opening[client] = self._opening.get(client, 0) + 1
+            admitted = await self._make_room(client)
+            if admitted:
+                self._opening[client] = self._opening.get(client, 0) + 1
+        if not admitted:
+            self.refused += 1
+            log.info("refused an MCP session to %s: every session belongs to a client holding no more", client)
+            refusal = JSONResponse(
+                {"error": "too many open sessions; retry later"},
+                status_code=503,
+                headers={"Retry-After": str(self._retry_after_s())},
+            )
+            await refusal(scope, receive, send)
+            return
         new_id: list[str] = []
 
         async def capture(message: Message) -> None:
@@ -122,17 +159,39 @@ class SessionBounds:
             if not self._opening[client]:
                 del self._opening[client]
             if new_id:
-                self._sessions[new_id[0]] = _Session(client, self._clock(), _kept(scope))
+                self._add(new_id[0], _Session(client, self._clock(), _kept(scope)))
 
-    async def _make_room(self, client: str) -> None:
-        """Close least recently used sessions until one more (counting openings in flight) fits."""
-        while self.sessions_of(client) + self._opening.get(client, 0) >= self.per_client:
-            victim = next((sid for sid, s in self._sessions.items() if s.client == client), None)
-            if victim is None:
+    async def _make_room(self, client: str) -> bool:
+        """Close sessions until one more for `client` (counting openings in flight) fits; False: refuse it.
+
+        The client's own least recently used first while it is at `per_client`; then, while the table is full,
+        the least recently used session of a largest holder holding at least two more than `client`, else
+        `client`'s own; with none of its own, the newcomer is refused (see the module's docstring for why)."""
+        while self._held[client] + self._opening.get(client, 0) >= self.per_client:
+            if not await self._close_oldest_of(client, "per-client bound"):
                 break
-            await self._close(victim, "per-client bound")
         while self._sessions and len(self._sessions) + sum(self._opening.values()) >= self.total:
-            await self._close(next(iter(self._sessions)), "server bound")
+            mine = self._held[client] + self._opening.get(client, 0)
+            largest = max(self._held.values())
+            if largest >= mine + 2:
+                victim = next(sid for sid, s in self._sessions.items() if self._held[s.client] == largest)
+                await self._close(victim, "server bound, largest holder")
+            elif not await self._close_oldest_of(client, "server bound, own session"):
+                return False
+        return True
+
+    async def _close_oldest_of(self, client: str, why: str) -> bool:
+        victim = next((sid for sid, s in self._sessions.items() if s.client == client), None)
+        if victim is None:
+            return False
+        await self._close(victim, why)
+        return True
+
+    def _retry_after_s(self) -> int:
+        """Whole seconds until the least recently used session will have gone idle (when its place frees)."""
+        oldest = next(iter(self._sessions.values()), None)
+        wait = self.idle_s - (self._clock() - oldest.last_used) if oldest is not None else 1.0
+        return max(1, min(math.ceil(wait), math.ceil(self.idle_s)))
 
     async def _expire_idle(self) -> None:
         now = self._clock()
@@ -145,7 +204,7 @@ class SessionBounds:
 
     async def _close(self, session_id: str, why: str) -> None:
         """Forget the session and end it on the server with the same DELETE a client would send."""
-        session = self._sessions.pop(session_id, None)
+        session = self._forget(session_id)
         if session is None:
             return
         if why != "idle":
@@ -180,9 +239,21 @@ class SessionBounds:
             log.debug("closing MCP session failed", exc_info=True)
 
 
-def _client(scope: Scope) -> str:
+def client_of(scope: Scope) -> str:
+    """The peer's address; for IPv6 its /64 network (an IPv4-mapped address counts as the IPv4 one)."""
     peer = scope.get("client")
-    return str(peer[0]) if peer else "unknown"
+    if not peer:
+        return "unknown"
+    try:
+        address = ipaddress.ip_address(str(peer[0]))
+    except ValueError:
+        return str(peer[0])
+    if isinstance(address, ipaddress.IPv6Address):
+        if address.ipv4_mapped is not None:
+            return str(address.ipv4_mapped)
+        if not address.is_loopback:
+            return str(ipaddress.IPv6Network((address, 64), strict=False))
+    return str(address)
 
 
 def _header(scope: Scope, name: bytes) -> str | None:

@@ -6,16 +6,20 @@ variable's name, and the token is a SecretStr so it never appears in logs or rep
 
 from __future__ import annotations
 
+import ipaddress
 from pathlib import Path
+from typing import Annotated
 
 from pydantic import Field, SecretStr, ValidationInfo, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from .corpus import SOURCE_SHA256, SOURCE_URL
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
 MCP_PATH = "/mcp"
+LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
+_ANY_ADDRESS = ("0.0.0.0", "::", "")
 
 
 class ServerSettings(BaseSettings):
@@ -41,6 +45,14 @@ class ServerSettings(BaseSettings):
     session_idle_timeout_s: float = Field(default=300.0, gt=0, le=86_400)
     # The key behind the query fingerprints in the logs; created on first run (default: in data_dir).
     digest_key_path: Path | None = None
+    # How many searches run at once, each in a worker thread off the event loop; more wait their turn. A search
+    # holds the GIL for much of its few milliseconds and BLAS runs one thread, so more threads than cores only
+    # add contention; two let one long search run beside a short one instead of ahead of it.
+    search_threads: int = Field(default=2, ge=1, le=64)
+    # Further Host header names the MCP endpoint answers (DNS-rebinding protection), on any port, beside the loopback
+    # names and a specific bind address (`allowed_host_names`); a request naming any other host gets 421. Compose
+    # sets `search`, the name the worker connects to.
+    allowed_hosts: Annotated[tuple[str, ...], NoDecode] = ()
 
     @field_validator("token")
     @classmethod
@@ -48,6 +60,14 @@ class ServerSettings(BaseSettings):
         """A blank PANAMA_LAW_TOKEN (or --token "") means "no token", not "the empty string is the token"."""
         if v is None or not v.get_secret_value().strip():
             return None
+        return v
+
+    @field_validator("allowed_hosts", mode="before")
+    @classmethod
+    def _host_list(cls, v: object) -> object:
+        """A comma-separated list (`search,search.internal`); brackets around an IPv6 address are optional."""
+        if isinstance(v, str):
+            return tuple(h.strip().lower().removeprefix("[").removesuffix("]") for h in v.split(",") if h.strip())
         return v
 
     @field_validator("max_sessions")
@@ -64,4 +84,18 @@ class ServerSettings(BaseSettings):
 
     @property
     def is_loopback(self) -> bool:
-        return self.host in ("127.0.0.1", "localhost", "::1")
+        """Bound to a loopback address only (localhost, 127.0.0.0/8, ::1): no other machine can connect."""
+        if self.host.lower() == "localhost":
+            return True
+        try:
+            return ipaddress.ip_address(self.host.strip("[]")).is_loopback
+        except ValueError:
+            return False
+
+    @property
+    def allowed_host_names(self) -> tuple[str, ...]:
+        """The loopback names, a specific bind address, and PANAMA_LAW_ALLOWED_HOSTS. The loopback names are safe to
+        keep: a rebinding page makes a browser send its own domain as Host, never `localhost`."""
+        bound = self.host.strip("[]").lower()
+        names = [*LOOPBACK_NAMES, *([] if bound in _ANY_ADDRESS else [bound]), *self.allowed_hosts]
+        return tuple(dict.fromkeys(names))

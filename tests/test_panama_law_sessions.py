@@ -23,6 +23,7 @@ import uvicorn
 from agent.devstack.livekit_server import wait_http
 from agent.mcp.gateway import GatewayOptions, McpGateway
 from panama_law.server import ServerState, SessionLimits, build_app
+from panama_law.sessions import client_of
 
 TOKEN = "token-de-prueba-sesiones"
 INITIALIZE = {
@@ -144,12 +145,60 @@ async def test_a_session_flood_cannot_lock_out_the_gateway(serve: Any, gateway_f
     assert (await gw.search({"query": "idioma oficial"})).sources == []
     assert gw.connects == 1  # the gateway's own session was never touched
 
-    # Many flooders together exceed the server's total: the least recently used sessions make room, and
-    # the gateway, whose session may be among them, still gets its answer (reconnecting if it must).
+    # Many flooders together exceed the server's total: room is taken from the largest holders only, so the
+    # gateway's one session is never closed.
     floods = await asyncio.gather(*(_open_sessions(running.url, f"127.0.0.{n}", 40) for n in range(3, 8)))
     assert {status for flood in floods for status, _ in flood} == {200}
     assert (await gw.search({"query": "idioma oficial"})).sources == []
-    assert gw.connects <= 2
+    assert gw.connects == 1
+
+
+async def test_many_addresses_flooding_cannot_close_another_clients_live_session(serve: Any) -> None:
+    """The probe: 40 addresses opening 16 sessions each (640) against the default table of 256."""
+    running = await serve(SessionLimits())
+    [(status, victim)] = await _open_sessions(running.url, "127.0.0.2", 1)
+    assert status == 200 and victim is not None
+
+    floods = await asyncio.gather(*(_open_sessions(running.url, f"127.0.1.{n}", 16) for n in range(1, 41)))
+    assert {status for flood in floods for status, _ in flood} == {200}  # nobody refused: flooders churn their own
+
+    assert await _session_status(running.url, "127.0.0.2", victim) == 200
+
+
+async def test_a_newcomer_is_refused_rather_than_closing_a_client_within_its_share(serve: Any) -> None:
+    running = await serve(SessionLimits(per_client=1, total=2, idle_s=300))
+    [(_, first)] = await _open_sessions(running.url, "127.0.0.2", 1)
+    [(_, second)] = await _open_sessions(running.url, "127.0.0.3", 1)
+
+    transport = httpx.AsyncHTTPTransport(local_address="127.0.0.4")
+    async with httpx.AsyncClient(transport=transport, timeout=10) as http:
+        refused = await http.post(
+            running.url,
+            json=INITIALIZE,
+            headers={
+                "Authorization": f"Bearer {TOKEN}",
+                "Accept": "application/json, text/event-stream",
+                "Content-Type": "application/json",
+            },
+        )
+    assert refused.status_code == 503
+    assert 1 <= int(refused.headers["retry-after"]) <= 300
+    assert await _session_status(running.url, "127.0.0.2", first or "") == 200
+    assert await _session_status(running.url, "127.0.0.3", second or "") == 200
+
+
+@pytest.mark.parametrize(
+    ("peer", "client"),
+    [
+        ("2001:db8:1:2:aaaa::1", "2001:db8:1:2::/64"),
+        ("2001:db8:1:2:ffff::9", "2001:db8:1:2::/64"),
+        ("::ffff:192.0.2.7", "192.0.2.7"),
+        ("::1", "::1"),
+        ("192.0.2.7", "192.0.2.7"),
+    ],
+)
+def test_an_ipv6_host_is_one_client_per_64_block(peer: str, client: str) -> None:
+    assert client_of({"type": "http", "client": (peer, 1234)}) == client
 
 
 async def test_the_gateway_recovers_when_its_session_is_expired(serve: Any, gateway_factory: Any) -> None:
