@@ -30,6 +30,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import sqlite3
 import stat
 import threading
 import time
@@ -42,6 +43,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import SQLAlchemyError
+from tenacity import retry, retry_if_exception, stop_after_delay, wait_random
 
 from agent.settings import Settings
 
@@ -92,6 +94,22 @@ def _private_file(path: Path) -> None:
     os.close(os.open(path, os.O_CREAT | os.O_RDWR, 0o600))
 
 
+def _wal_switch_busy(exc: BaseException) -> bool:
+    return isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc)
+
+
+@retry(
+    retry=retry_if_exception(_wal_switch_busy),
+    stop=stop_after_delay(SQLITE_BUSY_TIMEOUT_S),
+    wait=wait_random(0.01, 0.05),
+    reraise=True,
+)
+def _enable_wal(dbapi_conn: Any) -> None:
+    """SQLite answers the switch to WAL with "database is locked" at once, not after the busy timeout, while
+    another connection holds a lock: replicas opening a new file together hit it. So it is retried."""
+    dbapi_conn.execute("PRAGMA journal_mode=WAL")
+
+
 def _sqlite_engine(path: Path) -> Engine:
     url = URL.create("sqlite+pysqlite", database=str(path))
     engine = create_engine(url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_S})
@@ -99,7 +117,7 @@ def _sqlite_engine(path: Path) -> Engine:
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_conn: Any, _record: Any) -> None:
         dbapi_conn.isolation_level = None  # SQLAlchemy's BEGIN below, not the driver's implicit one
-        dbapi_conn.execute("PRAGMA journal_mode=WAL")
+        _enable_wal(dbapi_conn)
         dbapi_conn.execute("PRAGMA synchronous=FULL")
 
     @event.listens_for(engine, "begin")
