@@ -287,3 +287,21 @@ def test_serve_on_every_address_answers_only_the_hosts_it_was_given(tmp_path: Pa
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(timeout=5)
+
+
+def test_allowed_hosts_are_the_loopback_names_a_specific_bind_address_and_the_setting(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from panama_law.settings import ServerSettings
+
+    for name in ("PANAMA_LAW_HOST", "PANAMA_LAW_ALLOWED_HOSTS", "PANAMA_LAW_SEARCH_THREADS"):
+        monkeypatch.delenv(name, raising=False)
+    assert ServerSettings().allowed_host_names == ("localhost", "127.0.0.1", "::1")
+    assert ServerSettings(host="0.0.0.0").allowed_host_names == ("localhost", "127.0.0.1", "::1")
+    assert ServerSettings(host="10.1.2.3").allowed_host_names[-1] == "10.1.2.3"
+    monkeypatch.setenv("PANAMA_LAW_ALLOWED_HOSTS", "search, [FD00::5]")
+    monkeypatch.setenv("PANAMA_LAW_SEARCH_THREADS", "3")
+    settings = ServerSettings(host="0.0.0.0")
+    assert settings.allowed_host_names == ("localhost", "127.0.0.1", "::1", "search", "fd00::5")
+    assert settings.search_threads == 3 and not settings.is_loopback
+    assert ServerSettings(host="127.0.0.2").is_loopback
