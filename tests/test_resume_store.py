@@ -130,14 +130,19 @@ def test_spending_one_jti_from_many_threads_at_once_succeeds_once(tmp_path: Path
     assert sorted(won) == [False] * (len(stores) - 1) + [True]
 
 
-def test_expired_ids_are_purged_a_bounded_batch_per_spend(tmp_path: Path) -> None:
+@pytest.mark.parametrize("backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def test_expired_ids_are_purged_a_bounded_batch_per_spend(
+    backend: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
     """Rows go once their token is past expiry by the grace; each spend removes at most PURGE_BATCH of them.
 
     A purged id cannot be replayed: the token it belonged to is expired, which `ResumeTokens` refuses first.
+    On PostgreSQL this runs as the application role, whose DELETE on the table the purge needs.
     """
     expiry = 1_000_000
     now = [float(expiry)]
-    store = SpentTokens(tmp_path / "spent" / "resume.sqlite3", clock=lambda: now[0])
+    location = tmp_path / "spent" / "resume.sqlite3" if backend == "sqlite" else request.getfixturevalue("ledger_db")
+    store = SpentTokens(location, clock=lambda: now[0])
 
     def rows() -> int:
         with store._open().connect() as conn:

@@ -27,7 +27,6 @@ loop. Any failure to reach or use the store raises `SpentStoreUnavailable`: the 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
 import sqlite3
@@ -155,6 +154,7 @@ class SpentTokens:
         self._url = url
         self._engine: Engine | None = None
         self._opening = threading.Lock()
+        self._purge_failing = False
 
     @classmethod
     def from_settings(cls, settings: Settings, **kwargs: Any) -> SpentTokens:
@@ -199,8 +199,14 @@ class SpentTokens:
                 won = conn.execute(stmt).scalar_one_or_none() is not None
         except (SQLAlchemyError, OSError) as exc:
             raise SpentStoreUnavailable(type(exc).__name__) from exc
-        with contextlib.suppress(SQLAlchemyError, OSError):  # the spend is committed; cleaning up can wait
+        try:
             self.purge_now()
+        except (SQLAlchemyError, OSError) as exc:  # the spend is committed; cleaning up can wait
+            if not self._purge_failing:
+                log.warning("expired spent resume tokens not purged (%s); will retry", type(exc).__name__)
+            self._purge_failing = True
+        else:
+            self._purge_failing = False
         return won
 
     def purge_now(self) -> int:
@@ -212,8 +218,8 @@ class SpentTokens:
             .order_by(spent_tokens.c.expires_at)
             .limit(PURGE_BATCH)
         )
-        if self.shared_database:
-            oldest = oldest.with_for_update(skip_locked=True)  # two replicas purging never wait on each other
+        # No FOR UPDATE SKIP LOCKED: PostgreSQL would demand UPDATE on the table. Two replicas purging at once
+        # at worst wait on each other's rows for a moment (or one fails, which only postpones its purge).
         with self._open().begin() as conn:
             gone = conn.execute(
                 delete(spent_tokens).where(spent_tokens.c.jti.in_(oldest)).returning(spent_tokens.c.jti)
