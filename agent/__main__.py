@@ -19,6 +19,14 @@ USAGE = __doc__ or ""
 
 
 def _livekit(command: list[str]) -> int:
+    # Before livekit-agents is imported: it creates metrics, which prometheus_client writes into this folder.
+    from agent.ops.private_dir import MultiprocessDirError, check_env_dir
+
+    try:
+        check_env_dir()
+    except MultiprocessDirError as exc:
+        print(f"lexvoz: {exc}", file=sys.stderr)
+        return 2
     worker = Path(__file__).with_name("worker.py")
     sys.argv = ["livekit.agents", *command[:1], str(worker), *command[1:]]
     runpy.run_module("livekit.agents", run_name="__main__", alter_sys=True)

@@ -282,3 +282,20 @@ def test_job_processes_share_the_worker_private_dir_and_it_goes_at_exit(tmp_path
     assert Path(made).parent == tmp_path and seen_by_job == made
     assert "counter_" in files  # the job process wrote its counter there
     assert not Path(made).exists()  # removed when the worker's process exited
+
+
+def test_worker_start_writes_nothing_through_a_planted_multiproc_dir_link(tmp_path: Path) -> None:
+    """`python -m agent start` refuses a symlinked PROMETHEUS_MULTIPROC_DIR before livekit-agents is imported:
+    prometheus_client writes metric files there as soon as livekit-agents creates its metrics at import."""
+    target = tmp_path / "elsewhere"
+    target.mkdir()
+    link = tmp_path / "prom"
+    link.symlink_to(target)
+    env = {k: v for k, v in os.environ.items() if k.upper() != "PROMETHEUS_MULTIPROC_DIR"}
+    env.update(PROMETHEUS_MULTIPROC_DIR=str(link), LEXVOZ_REHEARSAL="1", LEXVOZ_LEDGER_PATH=str(tmp_path / "l.db"))
+    done = subprocess.run(
+        [sys.executable, "-m", "agent", "start"], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert "is a symbolic link" in done.stderr
+    assert list(target.iterdir()) == []

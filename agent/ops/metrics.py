@@ -26,7 +26,6 @@ import contextlib
 import logging
 import os
 import shutil
-import stat
 import tempfile
 from pathlib import Path
 
@@ -34,6 +33,7 @@ from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histo
 from prometheus_client import multiprocess as _mp
 
 from agent.contract import OUTCOMES, REQUEST_FAILURE_REASONS
+from agent.ops.private_dir import MultiprocessDirError, check_private_dir
 
 __all__ = [
     "BREAKER_CLOSED",
@@ -151,32 +151,6 @@ def start_metrics_server(port: int, addr: str = "127.0.0.1") -> int:
     """
     server, _thread = start_http_server(port, addr=addr, registry=scrape_registry())
     return int(server.server_port)
-
-
-class MultiprocessDirError(Exception):
-    """PROMETHEUS_MULTIPROC_DIR cannot be used as a private directory: one line for the operator."""
-
-
-def check_private_dir(path: str | os.PathLike[str]) -> None:
-    """Refuse `path` unless it is a directory (not a symbolic link) of this user, not group/world-writable."""
-    try:
-        info = os.lstat(path)
-    except OSError as exc:
-        raise MultiprocessDirError(f"PROMETHEUS_MULTIPROC_DIR {os.fspath(path)!r}: {exc.strerror}") from None
-    problem = None
-    if stat.S_ISLNK(info.st_mode):
-        problem = "is a symbolic link"
-    elif not stat.S_ISDIR(info.st_mode):
-        problem = "is not a directory"
-    elif info.st_uid != os.geteuid():
-        problem = f"belongs to uid {info.st_uid}, not to this user (uid {os.geteuid()})"
-    elif info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-        problem = f"is writable by others (mode {stat.S_IMODE(info.st_mode):04o})"
-    if problem:
-        raise MultiprocessDirError(
-            f"PROMETHEUS_MULTIPROC_DIR {os.fspath(path)!r} {problem}: use a directory only this user can"
-            " write to, or unset it to get a private one per run"
-        )
 
 
 def _private_existing_or_new(path: Path) -> Path:
