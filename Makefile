@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 WEB_STAMP := web/node_modules/.installed
 INTEROP_STAMP := tests/interop/node_modules/.installed
-.PHONY: help venv web web-deps interop-deps livekit-server browser postgres redis run test test-fast test-python test-multinode test-web evals lint format bench clean
+.PHONY: help venv web web-deps interop-deps livekit-server browser postgres redis nginx run test test-fast test-python test-multinode test-web evals lint format bench clean
 
 help:
 	@echo "make run        start livekit-server, the search server, the page service and the worker"
@@ -73,10 +73,19 @@ redis:
 	  else echo "install Debian's redis-server package (apt-get install redis-server) for the multinode tests"; exit 1; fi; \
 	fi
 
+# Debian's nginx-light for the journey test behind the proxy (tests/journey/test_behind_proxy.py), which runs it
+# as the test user on a free loopback port with deploy/nginx.conf (never the system service).
+nginx:
+	@if [ ! -x /usr/sbin/nginx ]; then \
+	  if command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ]; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq -o Dpkg::Options::=--force-confold nginx-light >/dev/null; \
+	  else echo "install Debian's nginx-light package (apt-get install nginx-light) for the proxy journey test"; exit 1; fi; \
+	fi
+
 run: $(STAMP) web livekit-server
 	$(PY) -m agent run
 
-test: $(STAMP) web interop-deps livekit-server browser postgres redis
+test: $(STAMP) web interop-deps livekit-server browser postgres redis nginx
 	cd web && npm test
 	$(PY) -m pytest
 
