@@ -35,6 +35,8 @@ log = logging.getLogger("lexvoz.web")
 # `{"resume": "<a ~300-char token>"}` fits in far less; anything bigger is not a request we want to parse.
 MAX_BODY_BYTES: Final = 2048
 ALLOWED_FIELDS: Final = frozenset({"resume"})
+# Our bodies are flat objects of strings; nesting deeper than this is not a request we take.
+MAX_JSON_DEPTH: Final = 4
 
 SETTINGS_KEY: Final = web.AppKey("settings", Settings)
 LIMITER_KEY: Final = web.AppKey("limiters", PeerRateLimiter)
@@ -138,9 +140,26 @@ async def read_json_object(request: web.Request, timeout_s: float) -> dict[str, 
         json.dumps(body, ensure_ascii=False).encode("utf-8")
     except (ValueError, RecursionError):  # JSONDecodeError and UnicodeError are ValueErrors
         raise RequestError(400, "JSON no válido") from None
+    if _depth_exceeds(body, MAX_JSON_DEPTH):
+        raise RequestError(400, "JSON no válido")
     if not isinstance(body, dict):
         raise RequestError(400, "se esperaba un objeto JSON")
     return body
+
+
+def _depth_exceeds(value: Any, limit: int) -> bool:
+    """True when `value` nests containers more than `limit` deep (walked without recursion).
+
+    Python 3.11's parser refuses deep nesting with a RecursionError, newer ones parse it; either way such a
+    body is not one of our requests, so it gets the same answer on every Python."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict | list):
+            if depth > limit:
+                return True
+            stack.extend((child, depth + 1) for child in (item.values() if isinstance(item, dict) else item))
+    return False
 
 
 def _no_constant(name: str) -> Any:
