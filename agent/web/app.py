@@ -12,9 +12,9 @@ from, behind a proxy too), `capacity` (the whole service's caps), `metrics` (ref
 with `python -m agent web`. It listens on loopback by default.
 
 Every request but `/healthz` must name this service in its Host header (`LEXVOZ_ALLOWED_HOSTS`, port
-aside), else it gets a bare 421. That is what defeats DNS rebinding: a page on a name the attacker owns,
-resolved to this service, sends its own name as Host and as Origin, so the same-origin check alone passed
-it. `/healthz` stays open whatever the Host: container health checks and local probes address the service
+aside), else it gets a 421 with a fixed text naming that setting. That is what defeats DNS rebinding: a
+page on a name the attacker owns, resolved to this service, sends its own name as Host and as Origin, so
+the same-origin check alone passed it. `/healthz` stays open whatever the Host: container health checks and local probes address the service
 by an IP that is not its public name, and its answer is a constant that costs nothing and tells nothing.
 """
 
@@ -54,6 +54,12 @@ from agent.web.tokens import ResumeTokens, public_url
 log = logging.getLogger("lexvoz.web")
 
 CSP_KEY: Final = web.AppKey("csp", str)
+# The 421's whole body: a fixed text (never the Host it refused, so nothing is reflected), telling the operator
+# who put the service behind a new name which setting to change instead of showing a blank page.
+FOREIGN_HOST_TEXT: Final = (
+    "Este nombre no corresponde a este servicio.\n"
+    "This host name is not one this service answers to (LEXVOZ_ALLOWED_HOSTS).\n"
+)
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -96,7 +102,7 @@ def host_name(header: str) -> str | None:
 
 @web.middleware
 async def allowed_host(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """421 with no body for a Host that is not this service's (see the module docstring); `/healthz` aside."""
+    """421 with a fixed text for a Host that is not this service's (see the module docstring); `/healthz` aside."""
     if request.path == "/healthz":
         return await handler(request)
     headers = request.headers.getall("Host", [])
@@ -106,7 +112,9 @@ async def allowed_host(request: web.Request, handler: Handler) -> web.StreamResp
     refused(request, "host")
     shown = headers[0][:80] if headers else ""
     request.app[THROTTLE_KEY].warning("host", "refused: Host %a not allowed (peer %s)", shown, peer_address(request))
-    return web.Response(status=421, headers=NO_STORE)
+    return web.Response(
+        status=421, text=FOREIGN_HOST_TEXT, content_type="text/plain", charset="utf-8", headers=NO_STORE
+    )
 
 
 @web.middleware
