@@ -14,8 +14,9 @@ with `python -m agent web`. It listens on loopback by default.
 Every request but `/healthz` must name this service in its Host header (`LEXVOZ_ALLOWED_HOSTS`, port
 aside), else it gets a 421 with a fixed text naming that setting. That is what defeats DNS rebinding: a
 page on a name the attacker owns, resolved to this service, sends its own name as Host and as Origin, so
-the same-origin check alone passed it. `/healthz` stays open whatever the Host: container health checks and local probes address the service
-by an IP that is not its public name, and its answer is a constant that costs nothing and tells nothing.
+the same-origin check alone passed it. `/healthz` stays open whatever the Host: container health checks
+and local probes address the service by an IP that is not its public name, and its answer is a constant
+that costs nothing and tells nothing.
 """
 
 from __future__ import annotations
