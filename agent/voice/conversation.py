@@ -158,7 +158,11 @@ class Conversation:
         self.session.on("close", self._on_close)
         # Tells the page which agent line was cut off (see agent/voice/speech.py).
         self.interruptions.attach(self.session)
-        await self.session.start(agent=self.agent, room=self.room, room_options=self.room_options)
+        # No remote-session host on the room (livekit-agents' default): it would stream every session event,
+        # raw tool output included, to the room, and answer any participant's requests for the agent's
+        # instructions and context or for a turn run around our typed-input path. Evidence reaches the room
+        # only as validated `lexvoz.research` messages; the page needs nothing else.
+        await self.session.start(agent=self.agent, room=self.room, room_options=self.room_options, session_host=False)
         metrics.sessions_active.inc()
         self._counted = True
         self.warm_up = asyncio.create_task(_warm_up(self.gateway))

@@ -24,6 +24,7 @@ from typing import Any
 
 import pytest
 from livekit import rtc
+from livekit.protocol.agent_pb import agent_session as agent_pb
 
 from agent.ops.ledger.reader import read_room
 from tests.person import CHAT_TOPIC, Message, Person
@@ -276,3 +277,32 @@ def test_worker_runs_in_every_documented_form(e2e_stack: E2EStack, command: list
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(30)
+
+
+SESSION_TOPIC = "lk.agent.session"  # livekit-agents' remote-session API over the room (`remote_session.py`)
+
+
+async def test_the_room_can_neither_drive_nor_watch_the_agent_session(e2e_stack: E2EStack) -> None:
+    """livekit-agents hosts a remote-session API on the room unless told not to: it streams every session event
+    (chat items, raw tool output, state) to the room and answers requests from any participant, such as the
+    agent's instructions and context (`get_agent_info`) or a turn run around the worker's own typed-input path
+    (`run_input`). The page needs none of it, and evidence is meant to reach the room only as validated
+    `lexvoz.research` messages, so a participant must get nothing on that topic, asked or not."""
+    participant = Participant(await e2e_stack.new_session())
+    streams: list[str] = []
+    participant.room.register_byte_stream_handler(SESSION_TOPIC, lambda _reader, identity: streams.append(identity))
+    try:
+        await asyncio.wait_for(participant.connect(), 20)
+        agent = await participant.wait_until_agent_listens()
+        request = agent_pb.AgentSessionMessage(
+            request=agent_pb.SessionRequest(request_id="probe", get_agent_info=agent_pb.SessionRequest.GetAgentInfo())
+        )
+        await participant.room.local_participant.send_bytes(
+            request.SerializeToString(), name="probe", topic=SESSION_TOPIC, destination_identities=[agent.identity]
+        )
+        await participant.ask(typed=e2e_stack.question, within=ANSWER_TIMEOUT_S, exclude=set())
+        await asyncio.sleep(2.0)  # an answer to the probe, or a last event, would have arrived by now
+    finally:
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(participant.aclose(), 10)
+    assert streams == [], f"{len(streams)} session streams reached the room from {sorted(set(streams))}"
