@@ -21,8 +21,9 @@ import aiohttp
 from livekit import api
 
 from agent.mcp.check import DEFAULT_QUERY, check
-from agent.ops.ledger.store import describe_location, probe_writable
+from agent.ops.ledger.store import LedgerStore, describe_location, probe_writable
 from agent.settings import Settings, SettingsError, get_settings
+from agent.web.spent import SpentStoreUnavailable, SpentTokens
 
 Status = Literal["pass", "fail", "skip"]
 HTTP_TIMEOUT_S = 10.0
@@ -180,7 +181,38 @@ async def check_ledger(settings: Settings) -> str:
             f"{where} is not writable ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})",
             f"set {variable} to a writable SQLite file path or a reachable postgresql:// URL",
         ) from None
+    if settings.ledger_url is not None and await asyncio.to_thread(_owns_the_ledger, settings.ledger_url):
+        raise CheckFailed(
+            f"{where} is writable, but by a role that owns the ledger: it could drop the append-only triggers",
+            "run `python -m agent ledger migrate` as the owner and give the workers and the page service"
+            " LEXVOZ_LEDGER_APP_ROLE's URL instead (docs/operations.md, ledger roles)",
+        )
     return f"{where} is writable"
+
+
+def _owns_the_ledger(location: str) -> bool:
+    """PostgreSQL: the URL's role may change the schema (a superuser, the database's or the tables' owner)."""
+    with LedgerStore.open(location, readonly=True) as store:
+        return not store.is_sqlite and store.may_migrate()
+
+
+async def check_resume_store(settings: Settings) -> str:
+    """The page service records each spent resume token here; if it cannot, every resume is refused (503)."""
+    store = SpentTokens.from_settings(settings)
+    where = describe_location(store.location)
+    try:
+        # An id no token carries, already past its purge time: the same call's purge removes it again.
+        await store.spend(f"doctor-{secrets.token_hex(8)}", 0)
+    except SpentStoreUnavailable as exc:
+        fix = (
+            "run `python -m agent ledger migrate` as the owner (it creates the table and grants the app role)"
+            if store.shared_database
+            else "set LEXVOZ_SPENT_TOKENS_PATH to a writable file in a folder of the service's own"
+        )
+        raise CheckFailed(f"{where}: spent resume tokens cannot be recorded ({exc})", fix) from None
+    finally:
+        await store.aclose()
+    return f"spent resume tokens are kept in {where}"
 
 
 async def check_page(settings: Settings) -> str:
@@ -200,6 +232,7 @@ CHECKS: list[tuple[str, Callable[[Settings], Awaitable[str]]]] = [
     ("openai", check_openai),
     ("mcp server", check_mcp),
     ("ledger", check_ledger),
+    ("resume tokens", check_resume_store),
     ("page build", check_page),
 ]
 

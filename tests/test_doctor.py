@@ -11,7 +11,15 @@ from typing import Any
 
 import pytest
 
-from agent.doctor import CheckFailed, check_ledger, check_openai, check_page, render, run_checks
+from agent.doctor import (
+    CheckFailed,
+    check_ledger,
+    check_openai,
+    check_page,
+    check_resume_store,
+    render,
+    run_checks,
+)
 from agent.settings import Settings, SettingsError
 from tests.e2e.conftest import free_port
 from tests.fake_realtime_endpoint import FakeRealtimeEndpoint
@@ -87,3 +95,12 @@ async def test_settings_that_do_not_load_stop_the_table_at_one_line() -> None:
     results = await run_checks(broken)
     assert [(r.name, r.status) for r in results] == [("settings", "fail")]
     assert "LEXVOZ_MAX_JOBS" in render(results)
+
+
+async def test_resume_store_that_cannot_record_fails_with_the_setting_to_change(tmp_path: Path) -> None:
+    blocked = tmp_path / "file"
+    blocked.write_text("")
+    with pytest.raises(CheckFailed) as info:
+        await check_resume_store(settings(LEXVOZ_SPENT_TOKENS_PATH=blocked / "spent.sqlite3"))  # parent is a file
+    assert "LEXVOZ_SPENT_TOKENS_PATH" in info.value.fix
+    assert "kept in" in await check_resume_store(settings(LEXVOZ_SPENT_TOKENS_PATH=tmp_path / "ok" / "spent.sqlite3"))

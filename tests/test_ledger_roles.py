@@ -18,11 +18,12 @@ import pytest
 from sqlalchemy import create_engine
 from sqlalchemy.engine import make_url
 
+from agent.doctor import CheckFailed, check_ledger, check_resume_store
 from agent.ops.ledger import SCHEMA_VERSION, LedgerSchemaError, LedgerStore
 from agent.ops.ledger.cli import ledger_main
 from agent.ops.ledger.reader import read_room
 from agent.ops.ledger.store import ledger_url, probe_writable
-from agent.settings import get_settings
+from agent.settings import Settings, get_settings
 from tests.ledger_helpers import EXCERPT, entry, write
 from tests.postgres_server import SUPERUSER, PostgresServer, why_unavailable
 
@@ -169,3 +170,21 @@ async def test_a_worker_as_the_app_role_never_migrates_and_says_who_must(
         assert owner.version() == SCHEMA_VERSION
     with LedgerStore.open(app) as store:
         assert store.version() == SCHEMA_VERSION
+
+
+@pytest.mark.usefixtures("app_role_env")
+async def test_doctor_fails_a_ledger_the_workers_own_and_checks_the_resume_store_as_the_app_role(db: str) -> None:
+    """The probe's finding was workers logging in as the owner, which can drop the append-only triggers: the
+    doctor says so, and passes the app role's URL, with the spent resume tokens' table reachable by it."""
+    app = make_url(as_role(db, APP_ROLE)).set(password="app-password-1").render_as_string(hide_password=False)
+    with pytest.raises(CheckFailed) as before_migrate:  # the table does not exist yet
+        await check_resume_store(Settings(LEXVOZ_LEDGER_URL=db))
+    assert "ledger migrate" in before_migrate.value.fix
+    assert ledger_main(["migrate", "--url", db]) == 0
+    with pytest.raises(CheckFailed) as owner:
+        await check_ledger(Settings(LEXVOZ_LEDGER_URL=db))
+    assert "owns the ledger" in owner.value.detail and "LEXVOZ_LEDGER_APP_ROLE" in owner.value.fix
+    assert "writable" in await check_ledger(Settings(LEXVOZ_LEDGER_URL=app))
+    assert "spent resume tokens are kept" in await check_resume_store(Settings(LEXVOZ_LEDGER_URL=app))
+    with psycopg.connect(db) as conn:  # the probe leaves nothing behind
+        assert conn.execute("SELECT count(*) FROM resume_tokens_spent").fetchone() == (0,)

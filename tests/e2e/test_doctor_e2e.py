@@ -50,7 +50,7 @@ def test_doctor_passes_against_the_running_stack(e2e_stack: E2EStack) -> None:
         timeout=120,
     )
     assert done.returncode == 0, done.stdout + done.stderr
-    for name in ("settings", "livekit", "agent dispatch", "mcp server", "ledger", "page build"):
+    for name in ("settings", "livekit", "agent dispatch", "mcp server", "ledger", "resume tokens", "page build"):
         assert any(line.startswith(name) and " PASS " in line for line in done.stdout.splitlines()), done.stdout
     assert "SKIP" in done.stdout and "rehearsal mode" in done.stdout  # no key to check in rehearsal
 
