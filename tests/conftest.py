@@ -26,6 +26,7 @@ from panama_law.build import import_file
 from panama_law.search import Searcher
 from tests import constitution
 from tests.mcp_fixture import FakeMcpServer
+from tests.postgres_server import PostgresServer, why_unavailable
 from tests.search_server import serving
 from tests.web_app import ClientFactory, FakeCensus, built_page, make_settings
 
@@ -122,3 +123,18 @@ async def make_client(dist: Path) -> AsyncIterator[ClientFactory]:
     yield factory
     for client in clients:
         await client.close()
+
+
+@pytest.fixture(scope="module")
+def pg() -> Iterator[PostgresServer]:
+    """A throwaway PostgreSQL cluster on a free loopback port for one test module (skipped, with the reason,
+    where the server's binaries are missing; `.ci/run` installs them)."""
+    reason = why_unavailable()
+    if reason is not None:
+        pytest.skip(reason)
+    server = PostgresServer()
+    try:
+        server.start()
+        yield server
+    finally:
+        server.cleanup()

@@ -14,7 +14,6 @@ import logging
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -30,24 +29,11 @@ from agent.ops.ledger.reader import read_room
 from agent.ops.ledger.store import ledger_url
 from agent.web.spent import spent_tokens
 from tests.ledger_helpers import EXCERPT, entry, write
-from tests.postgres_server import PostgresServer, why_unavailable
+from tests.postgres_server import PostgresServer
 
 pytestmark = pytest.mark.postgres
 ROOT = Path(__file__).resolve().parent.parent
 _names = itertools.count(1)
-
-
-@pytest.fixture(scope="module")
-def pg() -> Iterator[PostgresServer]:
-    reason = why_unavailable()
-    if reason is not None:
-        pytest.skip(reason)
-    server = PostgresServer()
-    try:
-        server.start()
-        yield server
-    finally:
-        server.cleanup()
 
 
 @pytest.fixture

@@ -25,24 +25,11 @@ from agent.ops.ledger.reader import read_room
 from agent.ops.ledger.store import ledger_url, probe_writable
 from agent.settings import Settings, get_settings
 from tests.ledger_helpers import EXCERPT, entry, write
-from tests.postgres_server import SUPERUSER, PostgresServer, why_unavailable
+from tests.postgres_server import SUPERUSER, PostgresServer
 
 pytestmark = pytest.mark.postgres
 APP_ROLE = "lexvoz_app"
 _names = itertools.count(1)
-
-
-@pytest.fixture(scope="module")
-def pg() -> Iterator[PostgresServer]:
-    reason = why_unavailable()
-    if reason is not None:
-        pytest.skip(reason)
-    server = PostgresServer()
-    try:
-        server.start()
-        yield server
-    finally:
-        server.cleanup()
 
 
 @pytest.fixture

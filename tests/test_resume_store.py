@@ -27,26 +27,13 @@ from agent.ops.ledger.cli import ledger_main
 from agent.settings import Settings, get_settings
 from agent.web.spent import PURGE_BATCH, PURGE_GRACE_S, SpentTokens
 from tests.ports import free_port
-from tests.postgres_server import PostgresServer, why_unavailable
+from tests.postgres_server import PostgresServer
 from tests.web_app import ClientFactory, make_settings
 
 APP_ROLE = "lexvoz_app"
 
 
 _names = itertools.count(1)
-
-
-@pytest.fixture(scope="module")
-def pg() -> Iterator[PostgresServer]:
-    reason = why_unavailable()
-    if reason is not None:
-        pytest.skip(reason)
-    server = PostgresServer()
-    try:
-        server.start()
-        yield server
-    finally:
-        server.cleanup()
 
 
 @pytest.fixture
