@@ -160,6 +160,10 @@ class Settings(BaseSettings):
     # Whole-service caps, whoever asks: live conversations at once, and new agent dispatches per minute.
     max_conversations: int = Field(default=50, ge=1, le=100_000, alias="LEXVOZ_MAX_CONVERSATIONS")
     max_dispatches_per_minute: int = Field(default=60, ge=1, le=100_000, alias="LEXVOZ_MAX_DISPATCHES_PER_MINUTE")
+    # Sessions one client may hold that nobody has joined yet (each counts against the cap until its token expires).
+    max_pending_sessions_per_client: int = Field(
+        default=3, ge=1, le=100_000, alias="LEXVOZ_MAX_PENDING_SESSIONS_PER_CLIENT"
+    )
     # Prometheus metrics of the page service (refusals by reason), on their own port; unset: off.
     web_prometheus_port: int | None = Field(default=None, ge=0, le=65535, alias="LEXVOZ_WEB_PROMETHEUS_PORT")
     # Where spent resume tokens are remembered until they expire when the ledger is not PostgreSQL (a local

@@ -321,6 +321,7 @@ def main(argv: list[str] | None = None) -> int:
     # and its whole-service caps.
     os.environ["LEXVOZ_MAX_CONVERSATIONS"] = str(max(50, args.sessions * 2))
     os.environ["LEXVOZ_MAX_DISPATCHES_PER_MINUTE"] = str(max(60, args.sessions * 15))
+    os.environ["LEXVOZ_MAX_PENDING_SESSIONS_PER_CLIENT"] = str(max(3, args.sessions * 2))
     load_start = os.getloadavg()
     host_reference = reference_in_subprocess()  # before the stack: the host's own speed, comparable across days
     with tempfile.TemporaryDirectory(prefix="lexvoz-load-") as tmp:

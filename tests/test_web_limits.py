@@ -19,7 +19,7 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
 from agent.web.app import create_app
-from agent.web.capacity import Capacity, DispatchBudget, Refusal
+from agent.web.capacity import CENSUS_TTL_S, Capacity, DispatchBudget, Refusal
 from agent.web.clients import forwarded_client, parse_address
 from agent.web.dispatch import RoomView
 from agent.web.limits import runner_options
@@ -305,3 +305,37 @@ async def test_refusals_are_counted_by_reason_on_the_metrics_port_only(make_clie
         assert f'lexvoz_web_refusals_total{{reason="{reason}"}} {count}.0' in text, reason
     public = await client.get("/metrics")
     assert "lexvoz_web_refusals" not in await public.text()
+
+
+async def test_a_client_cannot_hold_the_service_full_with_sessions_it_never_joins(make_client: ClientFactory) -> None:
+    """Every session not yet joined counts against LEXVOZ_MAX_CONVERSATIONS for a token's lifetime, so a few
+    addresses asking for tokens they never use could hold the whole service full (5 addresses at 10 a minute
+    fill the default 50). A client may hold only a few such sessions."""
+    settings = make_settings(LEXVOZ_MAX_PENDING_SESSIONS_PER_CLIENT=2, LEXVOZ_MAX_CONVERSATIONS=10)
+    client = await make_client(settings)
+    assert await statuses(client, 2) == [200, 200]
+    hoarding = await client.post("/api/session")
+    assert hoarding.status == 429
+    assert "Retry-After" in hoarding.headers
+    assert "sesiones" in (await hoarding.json())["error"]
+    other = await client.post("/api/session", headers={"X-Forwarded-For": "203.0.113.9"})  # not a trusted proxy
+    assert other.status == 429  # the same client, whatever it writes
+
+
+async def test_a_room_once_joined_stops_counting_as_pending_even_if_left_between_counts() -> None:
+    """A person who joins and leaves between two counts never shows up as occupied, but the room still exists
+    in livekit-server for a while: that is enough to know the token was used."""
+    now = [0.0]
+    census = FakeCensus()
+    settings = make_settings(LEXVOZ_MAX_PENDING_SESSIONS_PER_CLIENT=1, LEXVOZ_MAX_CONVERSATIONS=2)
+    capacity = Capacity(settings, census, clock=lambda: now[0])
+    capacity.admit(await capacity.live_rooms(), "lexvoz-1", client="198.51.100.7")
+    with pytest.raises(Refusal) as refusal:
+        capacity.admit(await capacity.live_rooms(), "lexvoz-2", client="198.51.100.7")
+    assert refusal.value.reason == "pending" and refusal.value.status == 429
+    capacity.admit(await capacity.live_rooms(), "lexvoz-3", client="198.51.100.8")  # another client is served
+    census.existing = {"lexvoz-1"}  # joined and left: not occupied, but it exists
+    now[0] += CENSUS_TTL_S
+    live = await capacity.live_rooms()
+    assert live == frozenset()
+    capacity.admit(live, "lexvoz-2", client="198.51.100.7")

@@ -26,6 +26,8 @@ def make_settings(**overrides: Any) -> Settings:
         "LEXVOZ_AGENT_NAME": "lexvoz-test",
         "LEXVOZ_TOKEN_TTL_S": 600,
         "LEXVOZ_TOKEN_REQUESTS_PER_MINUTE": 100,
+        # the tests' sessions are never joined (the room count is a double): only the test of that limit sets it
+        "LEXVOZ_MAX_PENDING_SESSIONS_PER_CLIENT": 100,
         "LEXVOZ_SPENT_TOKENS_PATH": SPENT_TOKENS_FILE,
     }
     values.update(overrides)
@@ -44,15 +46,17 @@ def built_page(tmp_path: Path) -> Path:
 
 
 class FakeCensus:
-    """livekit-server's room count as `capacity.Capacity` sees it: the occupied rooms, or a failure."""
+    """livekit-server's rooms as `capacity.Capacity` sees them: occupied ones (`rooms`), empty ones that still
+    exist (`existing`), or a failure."""
 
     def __init__(self, rooms: set[str] | None = None) -> None:
         self.rooms: set[str] = rooms if rooms is not None else set()
+        self.existing: set[str] = set()
         self.fail: Exception | None = None
         self.calls = 0
 
-    async def occupied_rooms(self) -> frozenset[str]:
+    async def our_rooms(self) -> dict[str, int]:
         self.calls += 1
         if self.fail is not None:
             raise self.fail
-        return frozenset(self.rooms)
+        return {**dict.fromkeys(self.existing, 0), **dict.fromkeys(self.rooms, 1)}

@@ -134,10 +134,10 @@ class LiveKitRooms:
             offer_pending=pending,
         )
 
-    async def occupied_rooms(self) -> frozenset[str]:
-        """`capacity.RoomCensus`: our rooms (by prefix) with anyone in them, from one `ListRooms` call."""
+    async def our_rooms(self) -> dict[str, int]:
+        """`capacity.RoomCensus`: our rooms (by prefix) and how many are in each, from one `ListRooms` call."""
         listed = await self._lk().room.list_rooms(api.ListRoomsRequest())
-        return frozenset(r.name for r in listed.rooms if r.name.startswith(ROOM_PREFIX) and r.num_participants > 0)
+        return {r.name: r.num_participants for r in listed.rooms if r.name.startswith(ROOM_PREFIX)}
 
     async def dispatch(self, room: str, agent_name: str) -> None:
         await self._lk().agent_dispatch.create_dispatch(

@@ -27,6 +27,7 @@ REASONS: Final = (
     "rate",  # a client's per-minute limit (`POST /api/session` or `POST /api/agent`)
     "full",  # LEXVOZ_MAX_CONVERSATIONS reached
     "dispatch",  # LEXVOZ_MAX_DISPATCHES_PER_MINUTE reached
+    "pending",  # a client holds LEXVOZ_MAX_PENDING_SESSIONS_PER_CLIENT sessions nobody has joined
     "livekit",  # livekit-server did not answer (the caps fail closed)
     "bad_request",  # malformed or oversized body, unknown fields, wrong content type, slow body
     "resume",  # a resume token refused (expired, spent, forged)

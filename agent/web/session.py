@@ -71,16 +71,19 @@ def peer_address(request: web.Request) -> str:
 
 
 def full_response(request: web.Request, refusal: Refusal) -> web.Response:
-    """503 for a whole-service cap (or livekit-server not answering), counted and warned about once a minute."""
+    """503 for a whole-service cap (or livekit-server not answering), 429 for one client's unjoined sessions;
+    counted and warned about once a minute."""
     refused(request, refusal.reason)
     throttle = request.app[THROTTLE_KEY]
     if refusal.reason == "livekit":
         failure = request.app[CAPACITY_KEY].failure
         throttle.warning("livekit-census", "refused: livekit-server did not answer the room count (%s)", failure)
+    elif refusal.reason == "pending":
+        throttle.warning("pending", "refused: a client holds as many sessions as it may without joining them")
     else:
         throttle.warning(refusal.reason, "refused: the service is at its cap (%s)", refusal.reason)
     headers = {"Retry-After": str(refusal.retry_after_s), **NO_STORE}
-    return json_response({"error": refusal.message}, status=503, headers=headers)
+    return json_response({"error": refusal.message}, status=refusal.status, headers=headers)
 
 
 def origin_allowed(request: web.Request, settings: Settings) -> bool:
@@ -209,7 +212,7 @@ async def create_session(request: web.Request) -> web.Response:
     else:
         room, identity = new_room_name(), new_identity()
     try:
-        capacity.admit(live, room, resumed=resumed)
+        capacity.admit(live, room, resumed=resumed, client=peer)
     except Refusal as full:
         return full_response(request, full)
     token = mint_token(settings, room=room, identity=identity)
