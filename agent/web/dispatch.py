@@ -47,6 +47,7 @@ from agent.web.session import (
     full_response,
     json_response,
     peer_address,
+    rate_limited,
     read_json_object,
 )
 from agent.web.tokens import IDENTITY_PREFIX, ROOM_PREFIX
@@ -268,11 +269,8 @@ async def request_agent(request: web.Request) -> web.Response:
     throttle = request.app[THROTTLE_KEY]
     peer = peer_address(request)
     limiter = request.app[AGENT_LIMITER_KEY]
-    if not await limiter.try_acquire(peer):
-        refused(request, "rate")
-        throttle.warning("agent-rate", "agent request rate limit hit (peer %s)", peer)
-        headers = {"Retry-After": str(limiter.retry_after_s), **NO_STORE}
-        return json_response({"error": "demasiadas solicitudes; espere un momento"}, status=429, headers=headers)
+    if (limited := await rate_limited(request, limiter, peer, "agent-rate", "agent request")) is not None:
+        return limited
     agents = request.app[AGENTS_KEY]
     retry = {"Retry-After": str(math.ceil(agents.retry_after_s)), **NO_STORE}
     try:

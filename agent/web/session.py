@@ -86,6 +86,19 @@ def full_response(request: web.Request, refusal: Refusal) -> web.Response:
     return json_response({"error": refusal.message}, status=refusal.status, headers=headers)
 
 
+async def rate_limited(
+    request: web.Request, limiter: PeerRateLimiter, peer: str, kind: str, what: str
+) -> web.Response | None:
+    """429 with Retry-After when `peer` has spent its bucket in `limiter` (counted, and warned about once a
+    minute per `kind`); None when the request may go on."""
+    if await limiter.try_acquire(peer):
+        return None
+    refused(request, "rate")
+    request.app[THROTTLE_KEY].warning(kind, "%s rate limit hit (peer %s)", what, peer)
+    headers = {"Retry-After": str(limiter.retry_after_s), **NO_STORE}
+    return json_response({"error": "demasiadas solicitudes; espere un momento"}, status=429, headers=headers)
+
+
 def origin_allowed(request: web.Request, settings: Settings) -> bool:
     """Same origin as the page (Origin's host equals Host), or listed in LEXVOZ_ALLOWED_ORIGINS."""
     origin = request.headers.get("Origin")
@@ -187,12 +200,8 @@ async def create_session(request: web.Request) -> web.Response:
     if (refusal := foreign_origin_refusal(request, "session")) is not None:
         return refusal
     peer = peer_address(request)
-    limiter = request.app[LIMITER_KEY]
-    if not await limiter.try_acquire(peer):
-        refused(request, "rate")
-        throttle.warning("rate", "token rate limit hit (peer %s)", peer)
-        headers = {"Retry-After": str(limiter.retry_after_s), **NO_STORE}
-        return json_response({"error": "demasiadas solicitudes; espere un momento"}, status=429, headers=headers)
+    if (limited := await rate_limited(request, request.app[LIMITER_KEY], peer, "rate", "token")) is not None:
+        return limited
     body = await _read_body(request, settings.web_body_timeout_s)
     capacity = request.app[CAPACITY_KEY]
     try:
