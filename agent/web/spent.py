@@ -9,7 +9,8 @@ joining as the same identity, threw the real user out of their conversation. So 
   the ledger's migration step 3 (run `python -m agent ledger migrate` as the owner; this service never runs
   DDL there and its role needs only SELECT, INSERT and DELETE on that table);
 - otherwise a SQLite file (`LEXVOZ_SPENT_TOKENS_PATH`, default beside the ledger) in an owner-only folder, in
-  WAL mode with a busy timeout, so the replicas on one host share it safely.
+  WAL mode with a busy timeout (the same file rules as the ledger's, from `agent.stores`), so the replicas on
+  one host share it safely.
 
 Spending is one INSERT of the jti as primary key: of two replicas spending the same token at once, the
 database lets exactly one row in and the other sees the conflict. Expired rows are purged a bounded batch
@@ -17,8 +18,8 @@ at a time, after the spend, and only once they are well past expiry (`PURGE_GRAC
 clock runs a little behind never accepts a token whose row another replica already dropped.
 
 The table is defined here rather than imported from the ledger package: this separate program may import
-only the shared settings (`tests/test_layout.py`). The ledger's step 3 builds the same columns, which
-`tests/test_ledger_postgres.py` checks against `spent_tokens` below.
+only the shared base (settings, contract, stores: `tests/test_layout.py`). The ledger's step 3 builds the
+same columns, which `tests/test_ledger_postgres.py` checks against `spent_tokens` below.
 
 Every call is blocking database I/O and runs in a worker thread (`asyncio.to_thread`), never on the event
 loop. Any failure to reach or use the store raises `SpentStoreUnavailable`: the caller refuses the resume.
@@ -28,9 +29,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
-import sqlite3
-import stat
 import threading
 import time
 from collections.abc import Callable
@@ -42,9 +40,9 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import SQLAlchemyError
-from tenacity import retry, retry_if_exception, stop_after_delay, wait_random
 
 from agent.settings import Settings
+from agent.stores import SQLITE_BUSY_TIMEOUT_S, enable_wal, is_postgres_url, secure_sqlite_files
 
 __all__ = ["PURGE_BATCH", "PURGE_GRACE_S", "SpentStoreUnavailable", "SpentTokens", "spent_tokens"]
 
@@ -57,8 +55,6 @@ PURGE_BATCH: Final = 100
 PURGE_GRACE_S: Final = 300
 CONNECT_TIMEOUT_S: Final = 5
 STATEMENT_TIMEOUT_MS: Final = 5000
-SQLITE_BUSY_TIMEOUT_S: Final = 5.0
-_PG_SCHEMES: Final = ("postgresql", "postgres", "postgresql+psycopg")
 
 metadata = MetaData()
 spent_tokens = Table(
@@ -75,38 +71,7 @@ class SpentStoreUnavailable(RuntimeError):
 
 def _pg_url(location: str) -> URL | None:
     """The SQLAlchemy URL when `location` is a PostgreSQL URL, else None."""
-    if "://" not in location or location.split("://", 1)[0].lower() not in _PG_SCHEMES:
-        return None
-    return make_url(location).set(drivername="postgresql+psycopg")
-
-
-def _private_file(path: Path) -> None:
-    """Create the folder (0700) and file (0600) before SQLite does, so its WAL files get the same mode."""
-    folder = path.parent
-    if not folder.exists():
-        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-    info = folder.stat()
-    if info.st_mode & stat.S_ISVTX:
-        raise PermissionError(f"{folder} is a shared sticky folder; give the spent-token store its own folder")
-    if stat.S_IMODE(info.st_mode) & 0o077 and info.st_uid == os.getuid():
-        folder.chmod(0o700)
-    os.close(os.open(path, os.O_CREAT | os.O_RDWR, 0o600))
-
-
-def _wal_switch_busy(exc: BaseException) -> bool:
-    return isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc)
-
-
-@retry(
-    retry=retry_if_exception(_wal_switch_busy),
-    stop=stop_after_delay(SQLITE_BUSY_TIMEOUT_S),
-    wait=wait_random(0.01, 0.05),
-    reraise=True,
-)
-def _enable_wal(dbapi_conn: Any) -> None:
-    """SQLite answers the switch to WAL with "database is locked" at once, not after the busy timeout, while
-    another connection holds a lock: replicas opening a new file together hit it. So it is retried."""
-    dbapi_conn.execute("PRAGMA journal_mode=WAL")
+    return make_url(location).set(drivername="postgresql+psycopg") if is_postgres_url(location) else None
 
 
 def _sqlite_engine(path: Path) -> Engine:
@@ -116,7 +81,7 @@ def _sqlite_engine(path: Path) -> Engine:
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_conn: Any, _record: Any) -> None:
         dbapi_conn.isolation_level = None  # SQLAlchemy's BEGIN below, not the driver's implicit one
-        _enable_wal(dbapi_conn)
+        enable_wal(dbapi_conn)
         dbapi_conn.execute("PRAGMA synchronous=FULL")
 
     @event.listens_for(engine, "begin")
@@ -160,7 +125,7 @@ class SpentTokens:
     def from_settings(cls, settings: Settings, **kwargs: Any) -> SpentTokens:
         """The ledger's PostgreSQL database when LEXVOZ_LEDGER_URL is one, else the local file."""
         url = settings.ledger_url
-        if url is not None and _pg_url(url) is not None:
+        if url is not None and is_postgres_url(url):
             return cls(url, **kwargs)
         return cls(settings.spent_tokens_file, **kwargs)
 
@@ -174,7 +139,7 @@ class SpentTokens:
                 self._engine = _pg_engine(self._url)
             else:
                 path = Path(self.location)
-                _private_file(path)
+                secure_sqlite_files(path, "spent-token store")
                 engine = _sqlite_engine(path)
                 try:
                     metadata.create_all(engine)  # this service's own file: it owns the schema

@@ -15,10 +15,6 @@ Everything here is synchronous: the writer calls it from a worker thread, the CL
 
 from __future__ import annotations
 
-import contextlib
-import os
-import sqlite3
-import stat
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -28,12 +24,12 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.pool import NullPool
-from tenacity import retry, retry_if_exception, stop_after_delay, wait_random
 
 from agent.ops.ledger.entry import LedgerEntry, excerpt_sha256, format_ts, stored_excerpt, stored_query
 from agent.ops.ledger.schema import SCHEMA_VERSION, LedgerSchemaError, current_version, migrate_connection
 from agent.ops.ledger.schema import sources as sources_table
 from agent.ops.ledger.schema import tool_calls as calls_table
+from agent.stores import PG_SCHEMES, SQLITE_BUSY_TIMEOUT_S, enable_wal, secure_sqlite_files
 
 __all__ = [
     "LedgerLocationError",
@@ -44,11 +40,7 @@ __all__ = [
     "secure_ledger_files",
 ]
 
-OWNER_ONLY_DIR = 0o700
-OWNER_ONLY_FILE = 0o600
 PG_CONNECT_TIMEOUT_S = 5
-SQLITE_BUSY_TIMEOUT_S = 5.0  # how long a writer waits for another connection's lock on a SQLite ledger
-PG_SCHEMES = ("postgresql", "postgres", "postgresql+psycopg")
 
 
 class LedgerLocationError(ValueError):
@@ -88,44 +80,8 @@ def describe_location(location: str | Path) -> str:
 
 
 def secure_ledger_files(path: Path) -> None:
-    """Make the ledger's folder 0700 and the file (and any -wal/-shm beside it) 0600, creating what is missing.
-
-    The file is created before SQLite opens it because SQLite gives its WAL and shared-memory files the
-    main file's mode. A shared sticky folder such as /tmp is never narrowed: the ledger needs its own.
-    """
-    folder = path.parent
-    if not folder.exists():
-        folder.mkdir(mode=OWNER_ONLY_DIR, parents=True, exist_ok=True)
-    info = folder.stat()
-    if info.st_mode & stat.S_ISVTX:
-        raise PermissionError(f"ledger folder {folder} is a shared sticky folder; give the ledger its own folder")
-    if stat.S_IMODE(info.st_mode) & 0o077 and info.st_uid == os.getuid():
-        folder.chmod(OWNER_ONLY_DIR)
-    os.close(os.open(path, os.O_CREAT | os.O_RDWR, OWNER_ONLY_FILE))
-    for companion in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
-        with contextlib.suppress(FileNotFoundError):
-            if stat.S_IMODE(companion.stat().st_mode) != OWNER_ONLY_FILE:
-                companion.chmod(OWNER_ONLY_FILE)
-
-
-def _wal_switch_busy(exc: BaseException) -> bool:
-    return isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc)
-
-
-@retry(
-    retry=retry_if_exception(_wal_switch_busy),
-    stop=stop_after_delay(SQLITE_BUSY_TIMEOUT_S),
-    wait=wait_random(0.01, 0.05),
-    reraise=True,
-)
-def _enable_wal(dbapi_conn: Any) -> None:
-    """Put the file in WAL mode (it stays so: later connections find it already set).
-
-    SQLite answers the switch with "database is locked" at once, without waiting out the busy timeout, while
-    another connection holds a lock: two workers opening a new ledger together failed this way about half the
-    time. So the switch itself is retried for as long as the busy timeout would have waited.
-    """
-    dbapi_conn.execute("PRAGMA journal_mode=WAL")
+    """The ledger's folder 0700 and its files 0600, created before SQLite opens them (`stores.secure_sqlite_files`)."""
+    secure_sqlite_files(path, "ledger")
 
 
 def _sqlite_engine(url: URL, *, readonly: bool) -> Engine:
@@ -142,7 +98,7 @@ def _sqlite_engine(url: URL, *, readonly: bool) -> Engine:
     def _on_connect(dbapi_conn: Any, _record: Any) -> None:
         dbapi_conn.isolation_level = None  # SQLAlchemy's BEGIN below, not the driver's implicit one
         if not readonly:
-            _enable_wal(dbapi_conn)
+            enable_wal(dbapi_conn)
             dbapi_conn.execute("PRAGMA synchronous=FULL")
             dbapi_conn.execute("PRAGMA secure_delete=ON")  # erased rows are overwritten, not left in free pages
         dbapi_conn.execute("PRAGMA foreign_keys=ON")
