@@ -152,30 +152,36 @@ async def read_json_object(request: web.Request, timeout_s: float) -> dict[str, 
         return {}
     try:
         body: Any = json.loads(raw.decode("utf-8"), parse_constant=_no_constant)
-        # A lone surrogate (`"\ud800"`, in a key or a value) parses, then fails wherever the text is used.
-        json.dumps(body, ensure_ascii=False).encode("utf-8")
     except (ValueError, RecursionError):  # JSONDecodeError and UnicodeError are ValueErrors
         raise RequestError(400, "JSON no válido") from None
-    if _depth_exceeds(body, MAX_JSON_DEPTH):
+    if not _well_formed(body, MAX_JSON_DEPTH):
         raise RequestError(400, "JSON no válido")
     if not isinstance(body, dict):
         raise RequestError(400, "se esperaba un objeto JSON")
     return body
 
 
-def _depth_exceeds(value: Any, limit: int) -> bool:
-    """True when `value` nests containers more than `limit` deep (walked without recursion).
+def _well_formed(value: Any, depth_limit: int) -> bool:
+    """False when parsed JSON nests containers more than `depth_limit` deep, or holds a string (key or value)
+    that is not valid Unicode; one walk, without recursion.
 
     Python 3.11's parser refuses deep nesting with a RecursionError, newer ones parse it; either way such a
-    body is not one of our requests, so it gets the same answer on every Python."""
+    body is not one of our requests, so it gets the same answer on every Python. A lone surrogate
+    (`"\ud800"`) parses too, then fails wherever the text is used (a log line, the echoed field names)."""
     stack = [(value, 1)]
     while stack:
         item, depth = stack.pop()
-        if isinstance(item, dict | list):
-            if depth > limit:
-                return True
-            stack.extend((child, depth + 1) for child in (item.values() if isinstance(item, dict) else item))
-    return False
+        if isinstance(item, str):
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError:
+                return False
+        elif isinstance(item, dict | list):
+            if depth > depth_limit:
+                return False
+            children = [*item.keys(), *item.values()] if isinstance(item, dict) else item
+            stack.extend((child, depth + 1) for child in children)
+    return True
 
 
 def _no_constant(name: str) -> Any:
