@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import logging
 import math
-import os
 import sys
 import threading
 from collections.abc import Callable
@@ -57,7 +56,7 @@ def _multiproc_dir() -> str | None:
     PROMETHEUS_MULTIPROC_DIR stops the worker at start with one line. Checked even with metrics off, since
     livekit-agents then still takes the variable's folder and clears it.
     """
-    if settings.prometheus_port is None and not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+    if settings.prometheus_port is None and not metrics.env_dir():
         return None
     try:
         return str(metrics.private_multiprocess_dir())

@@ -33,7 +33,7 @@ from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histo
 from prometheus_client import multiprocess as _mp
 
 from agent.contract import OUTCOMES, REQUEST_FAILURE_REASONS
-from agent.ops.private_dir import MultiprocessDirError, check_private_dir
+from agent.ops.private_dir import MultiprocessDirError, check_private_dir, env_dir
 
 __all__ = [
     "BREAKER_CLOSED",
@@ -42,6 +42,7 @@ __all__ = [
     "MODEL_FAILURE_CAUSES",
     "MultiprocessDirError",
     "check_private_dir",
+    "env_dir",
     "ledger_dropped_total",
     "ledger_write_failures_total",
     "mcp_circuit_breaker_state",
@@ -130,13 +131,9 @@ for _tool in KNOWN_TOOLS:
         mcp_tool_calls_total.labels(tool=_tool, outcome=_outcome)
 
 
-def _multiprocess_dir() -> str | None:
-    return os.environ.get("PROMETHEUS_MULTIPROC_DIR") or os.environ.get("prometheus_multiproc_dir")
-
-
 def scrape_registry() -> CollectorRegistry:
     """The registry to expose: every process's values in multiprocess mode, else the default one."""
-    if _multiprocess_dir():
+    if env_dir():
         registry = CollectorRegistry()
         _mp.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]  # untyped in prometheus-client
         return registry
@@ -169,7 +166,7 @@ def private_multiprocess_dir() -> Path:
     removed when this process exits. A job process that imports the worker inherits the variable, so it
     checks and shares the same directory instead of making its own. Raises `MultiprocessDirError`.
     """
-    provided = _multiprocess_dir()
+    provided = env_dir()
     if provided:
         directory = _private_existing_or_new(Path(provided))
     else:
@@ -212,6 +209,6 @@ def release_process_gauges(pid: int | None = None) -> None:
     Call from a job's shutdown callback: livekit-agents does not mark dead job processes, and a
     crashed job would otherwise keep reporting its last `voice_sessions_active` value.
     """
-    directory = _multiprocess_dir()
+    directory = env_dir()
     if directory:
         _mp.mark_process_dead(pid if pid is not None else os.getpid(), directory)  # type: ignore[no-untyped-call]

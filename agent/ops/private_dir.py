@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import stat
 
-__all__ = ["MultiprocessDirError", "check_env_dir", "check_private_dir"]
+__all__ = ["MultiprocessDirError", "check_env_dir", "check_private_dir", "env_dir"]
 
 
 class MultiprocessDirError(Exception):
@@ -41,9 +41,14 @@ def check_private_dir(path: str | os.PathLike[str]) -> None:
         )
 
 
+def env_dir() -> str | None:
+    """The multiprocess directory named in the environment, under either name prometheus_client reads."""
+    return os.environ.get("PROMETHEUS_MULTIPROC_DIR") or os.environ.get("prometheus_multiproc_dir") or None
+
+
 def check_env_dir() -> None:
     """`check_private_dir` on PROMETHEUS_MULTIPROC_DIR when it is set and exists (the worker creates an absent
     one itself, owner-only); raises MultiprocessDirError."""
-    path = os.environ.get("PROMETHEUS_MULTIPROC_DIR") or os.environ.get("prometheus_multiproc_dir")
+    path = env_dir()
     if path and os.path.lexists(path):
         check_private_dir(path)
