@@ -6,6 +6,7 @@ import contextlib
 import threading
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import uvicorn
 
@@ -22,8 +23,16 @@ def serving(searcher: Searcher, *, token: str | None = SERVER_TOKEN) -> Iterator
     """Serve `searcher` until the block ends; yields the base URL (the MCP endpoint is at `/mcp`)."""
     state = ServerState()
     state.set(searcher)
+    with serving_state(state, token=token) as base:
+        yield base
+
+
+@contextlib.contextmanager
+def serving_state(state: ServerState, *, token: str | None = SERVER_TOKEN, **options: Any) -> Iterator[str]:
+    """Serve `state` with `build_app`'s other `options` until the block ends; yields the base URL."""
     port = free_port()
-    uv = uvicorn.Server(uvicorn.Config(build_app(state, token=token), host="127.0.0.1", port=port, log_level="warning"))
+    app = build_app(state, token=token, **options)
+    uv = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
     thread = threading.Thread(target=uv.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 10

@@ -22,14 +22,14 @@ from typing import Any
 
 import httpx
 import pytest
-import uvicorn
 
 from agent.mcp.errors import GatewayError
 from agent.mcp.gateway import GatewayOptions, McpGateway
 from panama_law import server as server_module
 from panama_law.schema import INPUT_SCHEMA, MAX_NORMALISED_CHARS, MAX_QUERY_TOKENS, QueryError, check_query_size
-from panama_law.server import ServerState, build_app
+from panama_law.server import ServerState
 from tests.ports import free_port
+from tests.search_server import serving_state
 
 TOKEN = "token-de-prueba-abuso"
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -71,20 +71,8 @@ class _Recording:
 
 @contextlib.contextmanager
 def _serving(state: ServerState, **options: Any) -> Iterator[str]:
-    port = free_port()
-    config = uvicorn.Config(build_app(state, token=TOKEN, **options), host="127.0.0.1", port=port, log_level="warning")
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        assert time.monotonic() < deadline, "test search server did not start"
-        time.sleep(0.02)
-    try:
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=15)
+    with serving_state(state, token=TOKEN, **options) as base:
+        yield f"{base}/mcp"
 
 
 def _state(searcher: _Recording) -> ServerState:
