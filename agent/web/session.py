@@ -167,7 +167,7 @@ def _well_formed(value: Any, depth_limit: int) -> bool:
 
     Python 3.11's parser refuses deep nesting with a RecursionError, newer ones parse it; either way such a
     body is not one of our requests, so it gets the same answer on every Python. A lone surrogate
-    (`"\ud800"`) parses too, then fails wherever the text is used (a log line, the echoed field names)."""
+    (`"\\ud800"`) parses too, then fails wherever the text is used (a log line, the echoed field names)."""
     stack = [(value, 1)]
     while stack:
         item, depth = stack.pop()
