@@ -37,8 +37,9 @@ if str(ROOT) not in sys.path:  # `python bench/norm_reload.py` from the reposito
 
 from bench.servers import wait_healthy  # noqa: E402
 from bench.stats import percentile  # noqa: E402
-from panama_law import corpus, index  # noqa: E402
+from panama_law import index  # noqa: E402
 from panama_law.build import import_file, import_norms  # noqa: E402
+from panama_law.settings import SOURCE_SHA256  # noqa: E402
 from panama_law.sources import ImportOptions  # noqa: E402
 from tests import constitution  # noqa: E402
 from tests.norm_fixtures import LEY_NAME, LEY_TXT  # noqa: E402
@@ -176,7 +177,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="panama-law-reload-bench-") as scratch:
         data_dir = Path(scratch) / "data"
         if source is not None:
-            import_file(source, data_dir, corpus.SOURCE_SHA256 if args.source is None else None)
+            import_file(source, data_dir, SOURCE_SHA256 if args.source is None else None)
             base = "constitution"
         else:  # no Constitution to be had: the fictional test law as the base, a much smaller index
             import_norms(LEY_TXT, data_dir, ImportOptions(norm=LEY_NAME))

@@ -42,11 +42,12 @@ if str(ROOT) not in sys.path:  # `python bench/search_stall.py` from the reposit
 
 from bench.servers import wait_healthy  # noqa: E402
 from bench.stats import percentile  # noqa: E402
-from panama_law import corpus, embedding, index  # noqa: E402
+from panama_law import embedding, index  # noqa: E402
 from panama_law.build import import_file, import_norms  # noqa: E402
 from panama_law.lexicon import CONSTITUTION  # noqa: E402
 from panama_law.schema import MAX_QUERY_TOKENS, QueryError, check_query_size  # noqa: E402
 from panama_law.search import Searcher  # noqa: E402
+from panama_law.settings import SOURCE_SHA256  # noqa: E402
 from panama_law.sources import ImportOptions  # noqa: E402
 from tests import constitution  # noqa: E402
 from tests.norm_fixtures import LEY_NAME, LEY_TXT  # noqa: E402
@@ -197,7 +198,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="panama-law-stall-bench-") as scratch:
         data_dir = Path(scratch) / "data"
         if source is not None:
-            import_file(source, data_dir, corpus.SOURCE_SHA256 if args.source is None else None)
+            import_file(source, data_dir, SOURCE_SHA256 if args.source is None else None)
             base = "constitution"
         else:  # no Constitution to be had: the fictional test law, a much smaller index
             import_norms(LEY_TXT, data_dir, ImportOptions(norm=LEY_NAME))

@@ -51,8 +51,8 @@ def _cmd_serve(settings: ServerSettings) -> int:
     import uvicorn
     from threadpoolctl import threadpool_limits
 
-    from .build import load_searcher, open_searcher
     from .fingerprint import load_or_create_key
+    from .loading import load_searcher, open_searcher
     from .server import ServerState, SessionLimits, build_app
 
     if settings.host.strip("[]") in ("0.0.0.0", "::") and not settings.allowed_hosts:

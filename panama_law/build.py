@@ -13,7 +13,6 @@ from pathlib import Path
 
 from . import corpus, glosses, index, store
 from .norms import NormInfo
-from .search import Searcher
 from .settings import ServerSettings
 from .sources import ImportOptions, ParsedNorm, is_norm_file, read_norms
 
@@ -112,23 +111,3 @@ def refresh_constitution_glosses(data_dir: Path) -> None:
         store.refresh_glosses(data_dir, corpus.DOCUMENT_NAME, glosses.constitution(articles))
     except (OSError, sqlite3.Error) as exc:
         log.warning("could not add the Constitution's glosses to the index (%s); serving it without them", exc)
-
-
-def load_searcher(settings: ServerSettings) -> Searcher:
-    """Ensure, load and warm up: the first query should be as fast as the rest."""
-    from . import embedding
-
-    ensure_index(settings)
-    searcher = open_searcher(settings.data_dir)
-    embedding.warm_up()
-    searcher.search("derechos fundamentales")
-    return searcher
-
-
-def open_searcher(data_dir: Path) -> Searcher:
-    """The index as it is now, read whole and ready to answer: what a running server swaps in when the file changes.
-
-    Nothing is written (the first-run build, the norms folder and the glosses refresh are the start's business), and
-    no warm-up search runs: the encoder is warm already, and a search here would share its BLAS thread limit with
-    the searches the server is answering meanwhile."""
-    return Searcher(index.load(data_dir))

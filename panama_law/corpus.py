@@ -17,12 +17,8 @@ from typing import Any
 import httpx
 
 from .norms import Article
+from .settings import SOURCE_URL
 
-SOURCE_URL = (
-    "https://raw.githubusercontent.com/Jakisundays/act-panama-api/"
-    "0f229b2fb3b39158d1c2ed8df0cdd8bd62e419e2/constitucion_panama.json"
-)
-SOURCE_SHA256 = "d9c1aeb48449c9c170d6309529430c3c77fdd34ac71114b3f784c33f78e0ac3b"
 DOCUMENT_NAME = "Constitución Política de la República de Panamá"
 MAX_SOURCE_BYTES = 20 * 1024 * 1024
 # Short on purpose: without network a first run must say so within seconds, not after a minute of silence. The

@@ -61,13 +61,13 @@ FEATURE_SETS: tuple[tuple[str, ...], ...] = (
 # --- fusion ----------------------------------------------------------------------------------------------------------
 
 
-def _hit_and_rr(top: Sequence[str], gold: frozenset[str]) -> tuple[float, float]:
+def hit_and_rr(top: Sequence[str], gold: frozenset[str]) -> tuple[float, float]:
     """(hit@3, reciprocal rank@10) of the first gold key in `top`, the top ten keys in rank order."""
     rank = next((r for r, key in enumerate(top[:10], 1) if key in gold), None)
     return float(rank is not None and rank <= 3), 1.0 / rank if rank else 0.0
 
 
-def _fused_metrics(
+def fused_metrics(
     sigs: Sequence[Signals],
     golds: Sequence[frozenset[str]],
     numbers: Sequence[str],
@@ -85,7 +85,7 @@ def _fused_metrics(
             for place, pos in enumerate(sig.rankings.get(name, []), 1):
                 fused[pos] = fused.get(pos, 0.0) + (weight if glossed[pos] else other) / (k + place)
         top = [numbers[p] for p, v in sorted(fused.items(), key=lambda kv: (-kv[1], kv[0]))[:10] if v > 0]
-        out[i] = _hit_and_rr(top, gold)
+        out[i] = hit_and_rr(top, gold)
     return out
 
 
@@ -115,7 +115,7 @@ def fit_fusion(searcher: Searcher, items: list[EvalItem], repeats: int = 10) -> 
     grid = [(k, w) for k in RRF_KS for w in itertools.product(WEIGHT_GRID, repeat=len(RANKINGS)) if any(w)]
     glossed = searcher.glossed
     w_unglossed = [searcher.config.weight(name, glossed=False) for name in RANKINGS]
-    parts = np.array([_fused_metrics(sigs, golds, numbers, k, w, glossed, w_unglossed) for k, w in grid])
+    parts = np.array([fused_metrics(sigs, golds, numbers, k, w, glossed, w_unglossed) for k, w in grid])
     n = len(in_scope)
     cv_total, best = select_by_cv(parts, repeats)
     cfg = searcher.config
@@ -146,7 +146,7 @@ def _ranked_metrics(searcher: Searcher, items: Sequence[EvalItem]) -> np.ndarray
     out = np.zeros((len(items), 2))
     for i, item in enumerate(items):
         top = [searcher.articles[p].key for p in searcher.signals(item.question)[0].ranked[:10]]
-        out[i] = _hit_and_rr(top, item.gold_keys)
+        out[i] = hit_and_rr(top, item.gold_keys)
     return out
 
 

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from .evaluate import load_items
-from .fit import _fused_metrics
+from .fit import fused_metrics
 from .search import RANKINGS, SearchConfig, Searcher, Signals
 
 # Around the single weight of 1.5 per ranking used before: passage rankings low, whole-article rankings high.
@@ -68,7 +68,7 @@ def _hits(
     if not sigs:
         return 0
     glossed = [cfg.weight(name) for name in RANKINGS]
-    return int(_fused_metrics(sigs, golds, run.keys, cfg.rrf_k, glossed, run.glossed, unglossed)[:, 0].sum())
+    return int(fused_metrics(sigs, golds, run.keys, cfg.rrf_k, glossed, run.glossed, unglossed)[:, 0].sum())
 
 
 def fit_unglossed(runs: Sequence[LawRun], cfg: SearchConfig) -> dict[str, Any]:

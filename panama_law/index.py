@@ -149,10 +149,10 @@ def current_generation(data_dir: Path) -> str | None:
 def article_embedding_text(article: Article) -> str:
     """What the article-level vector sees: the innermost heading first, then the text."""
     context = article.headings[-1] if article.headings else ""
-    return f"{_plain_heading(context)}. {article.text}" if context else article.text
+    return f"{plain_heading(context)}. {article.text}" if context else article.text
 
 
-def _plain_heading(heading: str) -> str:
+def plain_heading(heading: str) -> str:
     """Drop the 'TÍTULO III -' / 'Capítulo 2°:' / 'Título I.' numbering, which only adds noise to an embedding."""
     for sep in (" - ", ": ", ". "):
         if sep in heading:

@@ -28,7 +28,7 @@ from . import embedding
 from .bm25 import BM25
 from .dense_passages import DensePassages
 from .groupmax import GroupMax
-from .index import LoadedIndex, Passage, _plain_heading
+from .index import LoadedIndex, Passage, plain_heading
 from .lexicon import CONSTITUTION
 from .norms import Article, NormInfo
 from .passages import sentences
@@ -255,7 +255,7 @@ class Searcher:
 
     def _heading_terms(self, article: Article) -> list[str]:
         reps = max(self.config.heading_weight, 0)
-        heading = " ".join(_plain_heading(h) for h in article.headings if h)
+        heading = " ".join(plain_heading(h) for h in article.headings if h)
         return terms(heading) * reps
 
     def query_vector(self, query: str, extra: str | None = None) -> np.ndarray:

@@ -13,8 +13,14 @@ from typing import Annotated
 from pydantic import Field, SecretStr, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from .corpus import SOURCE_SHA256, SOURCE_URL
-
+# The Constitution JSON the first run downloads (PANAMA_LAW_SOURCE_URL), at a pinned commit, and the sha256 it must
+# have (PANAMA_LAW_SOURCE_SHA256). Defaults of the configuration, so they live with it: the corpus reader takes them
+# from here, and the configuration, which every stage reads, depends on no stage.
+SOURCE_URL = (
+    "https://raw.githubusercontent.com/Jakisundays/act-panama-api/"
+    "0f229b2fb3b39158d1c2ed8df0cdd8bd62e419e2/constitucion_panama.json"
+)
+SOURCE_SHA256 = "d9c1aeb48449c9c170d6309529430c3c77fdd34ac71114b3f784c33f78e0ac3b"
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
 MCP_PATH = "/mcp"

@@ -35,6 +35,7 @@ from .norms import (
     name_key,
     parse_label,
 )
+from .settings import SOURCE_SHA256
 
 SUFFIXES = (".json", ".txt", ".pdf", ".jsonl")
 SIDECAR = ".meta.json"
@@ -50,7 +51,7 @@ class ImportOptions:
     date: str | None = None
     gaceta: str | None = None
     url: str | None = None
-    expected_sha256: str | None = corpus.SOURCE_SHA256  # only for the Constitution JSON
+    expected_sha256: str | None = SOURCE_SHA256  # only for the Constitution JSON
     glosses: Path | None = None  # a glosses file (`glosses.read`); else a NAME.glosses.jsonl beside the file
 
 

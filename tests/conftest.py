@@ -21,9 +21,10 @@ from aiohttp.test_utils import TestClient, TestServer
 from agent.ops import digest
 from agent.settings import Settings
 from agent.web.app import create_app
-from panama_law import corpus, index
+from panama_law import index
 from panama_law.build import import_file
 from panama_law.search import Searcher
+from panama_law.settings import SOURCE_SHA256
 from tests import constitution
 from tests.mcp_fixture import FakeMcpServer
 from tests.postgres_server import PostgresServer, why_unavailable
@@ -67,7 +68,7 @@ def constitution_bytes(constitution_path: Path) -> bytes:
 def built_dir(tmp_path_factory: pytest.TempPathFactory, constitution_path: Path) -> Path:
     """One real index for the whole session (the build embeds ~700 passages, a few seconds)."""
     data_dir = tmp_path_factory.mktemp("panama_law_index")
-    import_file(constitution_path, data_dir, corpus.SOURCE_SHA256)
+    import_file(constitution_path, data_dir, SOURCE_SHA256)
     return data_dir
 
 

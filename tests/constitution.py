@@ -15,6 +15,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from panama_law import corpus
+from panama_law.settings import SOURCE_SHA256, SOURCE_URL
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 BESIDE_CHECKOUT = REPO_ROOT.parent / "shared" / "data" / "constitucion_panama.json"
@@ -23,7 +24,7 @@ ENV_OVERRIDE = "LEXVOZ_TEST_CONSTITUTION"
 
 def cache_path() -> Path:
     base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return base / "lexvoz" / f"constitucion_panama-{corpus.SOURCE_SHA256[:12]}.json"
+    return base / "lexvoz" / f"constitucion_panama-{SOURCE_SHA256[:12]}.json"
 
 
 @dataclass(frozen=True)
@@ -36,13 +37,13 @@ class Lookup:
 
 def _verified(path: Path) -> bool:
     try:
-        corpus.verify_checksum(path.read_bytes(), corpus.SOURCE_SHA256)
+        corpus.verify_checksum(path.read_bytes(), SOURCE_SHA256)
     except (OSError, corpus.CorpusError):
         return False
     return True
 
 
-def find_or_download(*, url: str = corpus.SOURCE_URL, cache: Path | None = None) -> Lookup:
+def find_or_download(*, url: str = SOURCE_URL, cache: Path | None = None) -> Lookup:
     """The first checksum-valid copy of: $LEXVOZ_TEST_CONSTITUTION, ../shared/data, the cache; else download."""
     explicit = os.environ.get(ENV_OVERRIDE)
     if explicit:
@@ -55,7 +56,7 @@ def find_or_download(*, url: str = corpus.SOURCE_URL, cache: Path | None = None)
     print(f"downloading the Constitution (pinned, sha256-checked) into {target.parent} ...", file=sys.stderr)
     try:
         data = corpus.download(url, timeout_s=20)
-        corpus.verify_checksum(data, corpus.SOURCE_SHA256)
+        corpus.verify_checksum(data, SOURCE_SHA256)
     except corpus.CorpusError as exc:
         return Lookup(None, f"the Constitution is not beside the checkout and could not be downloaded ({exc})")
     target.parent.mkdir(parents=True, exist_ok=True)

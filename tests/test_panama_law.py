@@ -32,6 +32,7 @@ from panama_law.fit import fit_logistic, threshold
 from panama_law.schema import INPUT_SCHEMA, TOOL_NAME
 from panama_law.search import RANKINGS, Searcher
 from panama_law.server import ServerState, build_app
+from panama_law.settings import SOURCE_SHA256
 from tests.search_server import SERVER_TOKEN
 
 TOKEN = SERVER_TOKEN
@@ -87,7 +88,7 @@ def test_index_build_from_shared_data(built_dir: Path, searcher: Searcher) -> No
     assert len(loaded.articles) == 328
     assert len(loaded.passages) >= 328
     assert loaded.passage_vectors.shape == (len(loaded.passages), embedding.DIM)
-    assert loaded.source_sha256 == corpus.SOURCE_SHA256
+    assert loaded.source_sha256 == SOURCE_SHA256
     assert not list(built_dir.glob("*.tmp")), "no temporary files left behind"
 
 
@@ -101,7 +102,7 @@ def test_bad_checksum_and_malformed_file_leave_existing_index_untouched(
     before = _file_digest(target)
 
     with pytest.raises(CorpusError, match="checksum mismatch"):
-        build_from_bytes(constitution_bytes + b" ", data_dir, corpus.SOURCE_SHA256)
+        build_from_bytes(constitution_bytes + b" ", data_dir, SOURCE_SHA256)
     malformed = b'{"TITULO I": {"articulo-1": 42}}'
     with pytest.raises(CorpusError, match="malformed"):
         build_from_bytes(malformed, data_dir, _sha(malformed))

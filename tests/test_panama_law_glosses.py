@@ -22,7 +22,7 @@ from panama_law.build import ensure_index, import_folder
 from panama_law.evaluate import evaluate, load_items
 from panama_law.norms import NormError
 from panama_law.search import Searcher
-from panama_law.settings import ServerSettings
+from panama_law.settings import SOURCE_SHA256, ServerSettings
 from panama_law.sources import ImportOptions, read_norms
 from tests.norm_fixtures import LEY_NAME, LEY_TXT, write_jsonl
 
@@ -185,7 +185,7 @@ def test_bad_glosses_are_refused_naming_the_line(tmp_path: Path, value: object, 
 
 
 def test_the_constitution_json_brings_its_glosses_with_it(constitution_path: Path) -> None:
-    (parsed,) = read_norms(constitution_path, ImportOptions(expected_sha256=corpus.SOURCE_SHA256))
+    (parsed,) = read_norms(constitution_path, ImportOptions(expected_sha256=SOURCE_SHA256))
     assert len(parsed.glosses) == 328
     assert parsed.glosses[0] == tuple(_packaged_rows()[0]["glosses"])  # type: ignore[arg-type]
 

@@ -282,7 +282,7 @@ def test_a_norm_without_glosses_is_fused_with_weights_of_its_own(combined: Searc
 def test_fit_fusion_scores_the_fusion_the_search_does_on_an_index_of_both_kinds_of_norm(combined: Searcher) -> None:
     """`fit fusion` replays the fusion from each question's rankings: with the shipped weights it must rank as the
     search does, unglossed articles at `w_unglossed_*`, or its fit would score a fusion nobody runs."""
-    from panama_law.fit import _fused_metrics, _hit_and_rr
+    from panama_law.fit import fused_metrics, hit_and_rr
 
     cfg = combined.config
     items = [item for item in load_items(LEY_EVAL) if item.gold]
@@ -291,8 +291,8 @@ def test_fit_fusion_scores_the_fusion_the_search_does_on_an_index_of_both_kinds_
     keys = [a.key for a in combined.articles]
     weights = [cfg.weight(name) for name in RANKINGS]
     unglossed = [cfg.weight(name, glossed=False) for name in RANKINGS]
-    replayed = _fused_metrics(sigs, golds, keys, cfg.rrf_k, weights, combined.glossed, unglossed)
-    searched = [_hit_and_rr([keys[p] for p in sig.ranked[:10]], gold) for sig, gold in zip(sigs, golds, strict=True)]
+    replayed = fused_metrics(sigs, golds, keys, cfg.rrf_k, weights, combined.glossed, unglossed)
+    searched = [hit_and_rr([keys[p] for p in sig.ranked[:10]], gold) for sig, gold in zip(sigs, golds, strict=True)]
     assert replayed.tolist() == [list(pair) for pair in searched]
 
 
