@@ -138,11 +138,11 @@ test-web: $(WEB_STAMP)
 
 lint: $(STAMP)
 	$(PY) -m ruff check .
-	$(PY) -m ruff format --check agent panama_law realtime_standin tests bench
+	$(PY) -m ruff format --check agent panama_law realtime_standin research tests bench
 	$(PY) -m mypy
 
 format: $(STAMP)
-	$(PY) -m ruff format agent panama_law realtime_standin tests bench
+	$(PY) -m ruff format agent panama_law realtime_standin research tests bench
 
 bench: $(STAMP) livekit-server
 	$(PY) bench/load.py --sessions 10

@@ -73,7 +73,7 @@ TARGETS = {"listen_p95_s": 5.0, "tool_p95_ms": 100.0, "rss_mb_per_session": 80.0
 
 def _index_cache(data_dir: Path) -> tuple[Path, bool]:
     """The e2e tests' cached search index (pytest cache, keyed by source and search code); seeds `data_dir`."""
-    from panama_law import index as law_index
+    from panama_law.index import disk as law_index
     from tests.e2e.conftest import _index_cache_key
 
     name = law_index.index_path(data_dir).name
@@ -85,7 +85,7 @@ def _index_cache(data_dir: Path) -> tuple[Path, bool]:
 
 
 def _save_index(data_dir: Path, cached: Path) -> None:
-    from panama_law import index as law_index
+    from panama_law.index import disk as law_index
 
     built = law_index.index_path(data_dir)
     if built.is_file():

@@ -32,8 +32,8 @@ SIGNALS = ("evidence", "dense_max", "coverage")
 
 
 def dump(data_dir: Path, files: list[Path]) -> list[dict[str, Any]]:
-    from panama_law import index
-    from panama_law.search import Searcher
+    from panama_law.index import disk as index
+    from panama_law.retrieve.search import Searcher
 
     searcher = Searcher(index.load(data_dir))
     rows = []

@@ -47,7 +47,8 @@ if str(ROOT) not in sys.path:  # `python bench/search.py` from the repository ro
 from bench.hostspeed import reference  # noqa: E402
 from bench.servers import wait_healthy  # noqa: E402
 from bench.stats import percentile  # noqa: E402
-from panama_law import corpus, index  # noqa: E402
+from panama_law.index import disk as index  # noqa: E402
+from panama_law.ingest import corpus  # noqa: E402
 from tests import constitution  # noqa: E402
 from tests.ports import free_port  # noqa: E402
 
@@ -58,7 +59,7 @@ RESULTS = ROOT / "bench" / "results" / "search.json"
 
 def filler_norms(constitution: bytes, scale: int, seed: int = 7) -> list[dict[str, Any]]:
     """.jsonl rows of (scale - 1) filler norms, each as long as the Constitution, from its reshuffled sentences."""
-    from panama_law.passages import sentences
+    from panama_law.index.passages import sentences
 
     articles = corpus.parse(constitution)
     pool = [a.text[s.start : s.end].strip() for a in articles for s in sentences(a.text)]
@@ -99,7 +100,7 @@ def _in_process(scaled: Path, alone: Path, questions: list[str], n: int) -> dict
     (`Searcher.query_vector`, which does not depend on the corpus) is timed in the same rounds, so a search splits
     into the embedding and the rest (BM25, the vector products, fusion, excerpts)."""
     from panama_law import embedding
-    from panama_law.search import Searcher
+    from panama_law.retrieve.search import Searcher
 
     searchers = {"scaled": Searcher(index.load(scaled)), "constitution_alone": Searcher(index.load(alone))}
     times: dict[str, list[float]] = {name: [] for name in [*searchers, "embedding"]}

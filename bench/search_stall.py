@@ -42,13 +42,14 @@ if str(ROOT) not in sys.path:  # `python bench/search_stall.py` from the reposit
 
 from bench.servers import wait_healthy  # noqa: E402
 from bench.stats import percentile  # noqa: E402
-from panama_law import embedding, index  # noqa: E402
-from panama_law.build import import_file, import_norms  # noqa: E402
-from panama_law.lexicon import CONSTITUTION  # noqa: E402
-from panama_law.schema import MAX_QUERY_TOKENS, QueryError, check_query_size  # noqa: E402
-from panama_law.search import Searcher  # noqa: E402
+from panama_law import embedding  # noqa: E402
+from panama_law.index import disk as index  # noqa: E402
+from panama_law.index.build import import_file, import_norms  # noqa: E402
+from panama_law.ingest.sources import ImportOptions  # noqa: E402
+from panama_law.retrieve.lexicon import CONSTITUTION  # noqa: E402
+from panama_law.retrieve.search import Searcher  # noqa: E402
+from panama_law.serve.schema import MAX_QUERY_TOKENS, QueryError, check_query_size  # noqa: E402
 from panama_law.settings import SOURCE_SHA256  # noqa: E402
-from panama_law.sources import ImportOptions  # noqa: E402
 from tests import constitution  # noqa: E402
 from tests.norm_fixtures import LEY_NAME, LEY_TXT  # noqa: E402
 from tests.ports import free_port  # noqa: E402

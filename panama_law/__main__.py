@@ -14,11 +14,11 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from .corpus import CorpusError
-from .fingerprint import FingerprintKeyError
-from .index import IndexLoadError
+from .index.disk import IndexLoadError
+from .ingest.corpus import CorpusError
+from .ingest.sources import ImportOptions
+from .serve.fingerprint import FingerprintKeyError
 from .settings import ServerSettings
-from .sources import ImportOptions
 
 DEFAULT_WAIT_S = 5.0
 """How long `import` and `remove` wait for running search servers to serve the change: the Constitution's index
@@ -51,9 +51,9 @@ def _cmd_serve(settings: ServerSettings) -> int:
     import uvicorn
     from threadpoolctl import threadpool_limits
 
-    from .fingerprint import load_or_create_key
-    from .loading import load_searcher, open_searcher
-    from .server import ServerState, SessionLimits, build_app
+    from .serve.fingerprint import load_or_create_key
+    from .serve.loading import load_searcher, open_searcher
+    from .serve.server import ServerState, SessionLimits, build_app
 
     if settings.host.strip("[]") in ("0.0.0.0", "::") and not settings.allowed_hosts:
         logging.getLogger("panama_law").warning(
@@ -101,7 +101,7 @@ def _cmd_serve(settings: ServerSettings) -> int:
 
 
 def _cmd_download(settings: ServerSettings) -> int:
-    from .build import download_and_build
+    from .index.build import download_and_build
 
     path = download_and_build(settings.source_url, settings.data_dir, settings.source_sha256)
     print(f"index built at {path}")
@@ -113,8 +113,8 @@ def _report_uptake(data_dir: Path, wait_s: float) -> None:
 
     Each server records the generation it serves in the data dir (`served.record_served`), so this works with any
     number of data dirs and servers on one machine, asks no port, and returns at once when no server runs there."""
-    from .index import IndexLoadError, current_generation
-    from .served import wait_until_served
+    from .index.disk import IndexLoadError, current_generation
+    from .serve.served import wait_until_served
 
     try:
         generation = current_generation(data_dir)
@@ -140,7 +140,7 @@ def _report_uptake(data_dir: Path, wait_s: float) -> None:
 
 
 def _cmd_import(settings: ServerSettings, args: argparse.Namespace) -> int:
-    from .build import import_folder, import_norms
+    from .index.build import import_folder, import_norms
 
     path: Path = args.path
     if path.is_dir():
@@ -172,7 +172,7 @@ def _cmd_import(settings: ServerSettings, args: argparse.Namespace) -> int:
 
 
 def _cmd_norms(settings: ServerSettings) -> int:
-    from .index import list_norms, norm_glosses
+    from .index.disk import list_norms, norm_glosses
 
     for info in list_norms(settings.data_dir):
         meta = [f"{k} {v}" for k, v in (("date", info.date), ("gaceta", info.gaceta), ("url", info.url)) if v]
@@ -188,7 +188,7 @@ def _cmd_glosses(settings: ServerSettings, name: str) -> int:
     Glosses are what lift a team's own law from about 0.55-0.8 to about 0.9 recall@3 (README), and writing them
     needs each article's label as the index knows it and its text at hand; the lines carry both, with the
     heading path and any glosses the norm has now, so a worksheet filled in and imported again round-trips."""
-    from .index import list_norms, norm_articles, norm_glosses
+    from .index.disk import list_norms, norm_articles, norm_glosses
 
     names = [info.name for info in list_norms(settings.data_dir)]
     if name not in names:  # worded as `remove` words it
@@ -206,7 +206,7 @@ def _cmd_glosses(settings: ServerSettings, name: str) -> int:
 
 
 def _cmd_remove(settings: ServerSettings, name: str, wait_s: float) -> int:
-    from .store import remove_norm
+    from .index.store import remove_norm
 
     remove_norm(settings.data_dir, name)
     print(f"removed {name}")
@@ -215,9 +215,9 @@ def _cmd_remove(settings: ServerSettings, name: str, wait_s: float) -> int:
 
 
 def _cmd_search(settings: ServerSettings, question: str, as_json: bool) -> int:
-    from . import index
-    from .schema import check_query_size, text_rendering, to_source, validate_query
-    from .search import Searcher
+    from .index import disk as index
+    from .retrieve.search import Searcher
+    from .serve.schema import check_query_size, text_rendering, to_source, validate_query
 
     query = validate_query({"query": question})
     searcher = Searcher(index.load(settings.data_dir))
@@ -228,9 +228,9 @@ def _cmd_search(settings: ServerSettings, question: str, as_json: bool) -> int:
 
 
 def _cmd_eval(settings: ServerSettings, path: Path, details: bool) -> int:
-    from . import index
     from .evaluate import evaluate, load_items
-    from .search import Searcher
+    from .index import disk as index
+    from .retrieve.search import Searcher
 
     report = evaluate(Searcher(index.load(settings.data_dir)), load_items(path), details=details)
     print(json.dumps(report, ensure_ascii=False, indent=2))

@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .corpus import DOCUMENT_NAME
+from .ingest.corpus import DOCUMENT_NAME
 from .norms import citation_key
-from .search import RANKINGS, Searcher, Signals
+from .retrieve.search import RANKINGS, Searcher, Signals
 
 Gold = int | str
 

@@ -34,7 +34,7 @@ def build_index_if_missing(opts: StackOptions, out: TextIO | None = None) -> boo
     alone, which then stops it. Its lines are passed on as they come, except its one `error:` line, which becomes
     this error's message. True when it built one.
     """
-    from panama_law.index import index_path  # the search server's own answer to "is there an index?"
+    from panama_law.index.disk import index_path  # the search server's own answer to "is there an index?"
 
     if index_path(opts.data_dir).is_file():
         return False

@@ -12,7 +12,7 @@ metadata may sit on any of its lines but must not disagree):
      "date": "2002-01-22", "gaceta": "24476", "url": "https://www.gacetaoficial.gob.pa/...",
      "glosses": ["me botaron sin decirme por que", "..."]}
 
-`glosses` are callers' wordings of what the article settles, searched but never shown (`panama_law.glosses`).
+`glosses` are callers' wordings of what the article settles, searched but never shown (`panama_law.ingest.glosses`).
 """
 
 from __future__ import annotations
@@ -22,8 +22,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from . import corpus, glosses
-from .norms import (
+from ..norms import (
     Article,
     NormError,
     NormInfo,
@@ -35,7 +34,8 @@ from .norms import (
     name_key,
     parse_label,
 )
-from .settings import SOURCE_SHA256
+from ..settings import SOURCE_SHA256
+from . import corpus, glosses
 
 SUFFIXES = (".json", ".txt", ".pdf", ".jsonl")
 SIDECAR = ".meta.json"

@@ -13,7 +13,7 @@ import logging
 import re
 from collections import Counter
 
-from .norms import NormError
+from ..norms import NormError
 from .splitter import is_heading
 
 # Lines that are only a page number: "3", "- 3 -", "Página 3", "Página 3 de 40", "Pág. 3", "3/40".

@@ -1,13 +1,13 @@
 """The on-disk index and how it is read: one SQLite file holding every norm, its articles, passages and embeddings.
 
 Format 2 keeps norms apart (a `norms` table; articles, passages and vectors belong to one norm), so a norm can be
-added, replaced or removed without re-embedding the others (`panama_law.store` writes it). Format 1 held only the
+added, replaced or removed without re-embedding the others (`panama_law.index.store` writes it). Format 1 held only the
 Constitution; it is still read as is (as the one norm it holds) and converted on the next write, so upgrading the
 server never forces a rebuild before it can serve.
 
 Every write gives the index a new generation (`meta.generation`, "SEQ-RANDOM"): a running server reloads a changed
 file on its own and says which generation it serves, on `/healthz` and in a small record per server in the data dir
-(`panama_law.served`), which is how `import` and `remove` learn when a running server has taken their change.
+(`panama_law.serve.served`), which is how `import` and `remove` learn when a running server has taken their change.
 """
 
 from __future__ import annotations
@@ -24,9 +24,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-from . import embedding
-from .corpus import DOCUMENT_NAME
-from .norms import Article, NormInfo
+from .. import embedding
+from ..ingest.corpus import DOCUMENT_NAME
+from ..norms import Article, NormInfo
 
 log = logging.getLogger(__name__)
 

@@ -38,7 +38,7 @@ from __future__ import annotations
 
 from importlib import resources
 
-from .text import fold, words
+from ..text import fold, words
 
 _TABLE = """
 # ---- Título I: el Estado, territorio, idioma, símbolos, división política -------------------------------------
@@ -347,5 +347,5 @@ class Lexicon:
 
 CONSTITUTION = Lexicon(_parse(_TABLE))
 EVERYDAY = Lexicon(
-    _parse(resources.files(__package__).joinpath("data", "everyday_lexicon.txt").read_text(encoding="utf-8"))
+    _parse(resources.files("panama_law").joinpath("data", "everyday_lexicon.txt").read_text(encoding="utf-8"))
 )

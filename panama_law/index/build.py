@@ -1,7 +1,7 @@
 """From source files to an index on disk: verify, parse, write atomically. Shared by `download`, `import`, `serve`.
 
 Verification and parsing happen before anything is written, and every write goes to a copy swapped in with
-os.replace (`panama_law.store`), so a refused or failed import leaves an existing index exactly as it was.
+os.replace (`panama_law.index.store`), so a refused or failed import leaves an existing index exactly as it was.
 """
 
 from __future__ import annotations
@@ -11,10 +11,12 @@ import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import corpus, glosses, index, store
-from .norms import NormInfo
-from .settings import ServerSettings
-from .sources import ImportOptions, ParsedNorm, is_norm_file, read_norms
+from ..ingest import corpus, glosses
+from ..ingest.sources import ImportOptions, ParsedNorm, is_norm_file, read_norms
+from ..norms import NormInfo
+from ..settings import ServerSettings
+from . import disk as index
+from . import store
 
 log = logging.getLogger(__name__)
 

@@ -24,11 +24,12 @@ from pathlib import Path
 
 import numpy as np
 
-from . import glosses, index
-from .corpus import DOCUMENT_NAME
-from .norms import Article, NormError, NormInfo, name_key
+from ..ingest import glosses
+from ..ingest.corpus import DOCUMENT_NAME
+from ..ingest.sources import ParsedNorm
+from ..norms import Article, NormError, NormInfo, name_key
+from . import disk as index
 from .passages import passages
-from .sources import ParsedNorm
 
 log = logging.getLogger(__name__)
 

@@ -1,17 +1,18 @@
 """How a running server gets its Searcher: built if missing, loaded and warmed at start, reopened on a change.
 
-Kept apart from `panama_law.build`, which writes the index: turning the index into a Searcher belongs to the stages
-that search and serve it, and the index stage never imports them.
+Kept apart from `panama_law.index.build`, which writes the index: turning the index into a Searcher belongs to the
+stages that search and serve it, and the index stage never imports them.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from . import embedding, index
-from .build import ensure_index
-from .search import Searcher
-from .settings import ServerSettings
+from .. import embedding
+from ..index import disk as index
+from ..index.build import ensure_index
+from ..retrieve.search import Searcher
+from ..settings import ServerSettings
 
 
 def load_searcher(settings: ServerSettings) -> Searcher:

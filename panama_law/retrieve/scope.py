@@ -27,8 +27,8 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from ..text import fold, stem, words
 from .gazetteer import DEMONYMS, INSTITUTIONS, PLACES
-from .text import fold, stem, words
 
 # --- another country's law -------------------------------------------------------------------------------------
 

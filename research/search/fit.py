@@ -1,8 +1,8 @@
 """Fit the search's fusion weights, the glosses' discount and the abstain models on labelled development files.
 
-`python -m panama_law.fit fusion|glosses|abstain FILE...` print JSON tables that reproduce the constants in
-`search.SearchConfig` (the weights of norms without glosses: `fit_unglossed`). Only development files belong
-here; held-out files are for `python -m panama_law eval` alone, after the constants are fixed.
+`python -m research.search.fit fusion|glosses|abstain FILE...` print JSON tables that reproduce the constants in
+`panama_law.retrieve.search.SearchConfig` (the weights of norms without glosses: `fit_unglossed`). Only development
+files belong here; held-out files are for `python -m panama_law eval` alone, after the constants are fixed.
 
 Both fits are chosen by repeated stratified 5-fold cross-validation of the whole procedure (choose on the training
 folds, count on the test fold), so a setting that only fits a few questions shows up as a CV loss.
@@ -21,9 +21,9 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from .evaluate import EvalItem, load_items
-from .index import LoadedIndex
-from .search import ABSTAIN_FEATURES, RANKINGS, SearchConfig, Searcher, Signals
+from panama_law.evaluate import EvalItem, load_items
+from panama_law.index.disk import LoadedIndex
+from panama_law.retrieve.search import ABSTAIN_FEATURES, RANKINGS, SearchConfig, Searcher, Signals
 
 # Refusing an answerable question costs the user more than being shown a weak source the model is told to treat
 # with care: the abstain cut minimizes REFUSE_COST x (in-scope refused) + (out-of-scope answered).
@@ -319,10 +319,10 @@ def fit_abstain(
 
 
 def main(argv: list[str] | None = None) -> int:
-    from . import index
-    from .settings import ServerSettings
+    from panama_law.index import disk as index
+    from panama_law.settings import ServerSettings
 
-    parser = argparse.ArgumentParser(prog="python -m panama_law.fit", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m research.search.fit", description=__doc__)
     parser.add_argument("what", choices=("fusion", "glosses", "abstain"))
     parser.add_argument("files", nargs="+", type=Path, help="labelled development JSONL files (never held-out)")
     parser.add_argument("--data-dir", type=Path, help="index directory (env PANAMA_LAW_DATA_DIR)")

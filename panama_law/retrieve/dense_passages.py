@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .embedding import one_blas_thread
+from ..embedding import one_blas_thread
 
 UNSCORED = -np.inf
 """The score of a passage whose cosine was not computed: below every cosine, so maxima and rankings skip it."""

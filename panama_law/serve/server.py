@@ -3,9 +3,9 @@
 Built on the SDK's low-level `Server` so the tool's input and output schemas are exactly the contract's (no
 generated schema), with JSON responses: every call is one POST and one JSON body, which keeps a round trip to a
 few milliseconds. Sessions are stateful (a cancellation must reach the call it cancels) and bounded per client
-and in total, with idle ones expired (`panama_law.sessions`), so no client can fill the table. Requests must name
-an allowed Host and carry the token, if one is set (`panama_law.access`). Logs name a query only by a keyed
-fingerprint (`panama_law.fingerprint`).
+and in total, with idle ones expired (`panama_law.serve.sessions`), so no client can fill the table. Requests must name
+an allowed Host and carry the token, if one is set (`panama_law.serve.access`). Logs name a query only by a keyed
+fingerprint (`panama_law.serve.fingerprint`).
 
 No one query can stall the others: its size once normalised is checked before any search (`check_query_size`), and
 searches run in worker threads, at most `search_threads` at once, so the event loop keeps answering everyone else.
@@ -41,7 +41,11 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp
 
-from . import __version__, index, served
+from .. import __version__
+from ..index import disk as index
+from ..retrieve.search import Searcher
+from ..settings import LOOPBACK_NAMES, MCP_PATH
+from . import served
 from .access import BearerTokenMiddleware, HostCheck, transport_security
 from .fingerprint import Fingerprinter
 from .schema import (
@@ -55,9 +59,7 @@ from .schema import (
     to_source,
     validate_query,
 )
-from .search import Searcher
 from .sessions import SessionBounds
-from .settings import LOOPBACK_NAMES, MCP_PATH
 
 log = logging.getLogger(__name__)
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 import unicodedata
 from typing import Any
 
-from . import embedding
-from .search import Hit
+from .. import embedding
+from ..retrieve.search import Hit
 
 TOOL_NAME = "search_panama_law"
 TOOL_DESCRIPTION = (

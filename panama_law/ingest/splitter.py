@@ -13,7 +13,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from .norms import Article, check_articles
+from ..norms import Article, check_articles
 
 _ARTICLE = re.compile(
     r"^\s*(?P<word>ART[IÍ]CULO|Art[ií]culo|ART\.|Art\.)\s*(?P<num>\d{1,5})\s*(?P<deg>[°º]|o\.(?=\s))?"

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from ..text import terms
 from .lexicon import CONSTITUTION, EVERYDAY
-from .text import terms
 
 
 class QueryTerms(NamedTuple):

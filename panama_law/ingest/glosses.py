@@ -25,9 +25,9 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from .norms import Article, NormError, label_key, parse_label
+from ..norms import Article, NormError, label_key, parse_label
 
-PACKAGED = Path(__file__).parent / "data" / "constitucion_glosses.jsonl"
+PACKAGED = Path(__file__).parent.parent / "data" / "constitucion_glosses.jsonl"
 MAX_GLOSSES = 8
 """Per article: a few ways of putting each matter the article settles; more only dilutes its ranking."""
 MAX_GLOSS_CHARS = 300

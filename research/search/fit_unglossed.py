@@ -1,6 +1,6 @@
 """Fit the fusion weights of norms without glosses (`SearchConfig.w_unglossed_*`) by leave-one-law-out.
 
-`python -m panama_law.fit_unglossed --law DIR EVAL [--law DIR EVAL ...] [--also FILE ...]` prints a JSON table
+`python -m research.search.fit_unglossed --law DIR EVAL [--law DIR EVAL ...] [--also FILE ...]` prints a JSON table
 that reproduces them. Each DIR is an index of the Constitution and one development law imported without glosses
 (`python -m panama_law import`), EVAL that law's questions; every `--also` file holds development questions about
 the Constitution, asked on each index too, because a law's articles compete with the Constitution's there and
@@ -26,9 +26,10 @@ from typing import Any
 
 import numpy as np
 
-from .evaluate import load_items
+from panama_law.evaluate import load_items
+from panama_law.retrieve.search import RANKINGS, SearchConfig, Searcher, Signals
+
 from .fit import fused_metrics
-from .search import RANKINGS, SearchConfig, Searcher, Signals
 
 # Around the single weight of 1.5 per ranking used before: passage rankings low, whole-article rankings high.
 GRID: dict[str, tuple[float, ...]] = {
@@ -110,9 +111,9 @@ def fit_unglossed(runs: Sequence[LawRun], cfg: SearchConfig) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from . import index
+    from panama_law.index import disk as index
 
-    parser = argparse.ArgumentParser(prog="python -m panama_law.fit_unglossed", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m research.search.fit_unglossed", description=__doc__)
     parser.add_argument(
         "--law",
         nargs=2,

@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import index
+from ..index import disk as index
 
 SERVED_DIR = ".served"
 """Beside the index: one JSON record per running server, naming the generation it serves."""

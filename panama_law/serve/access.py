@@ -1,7 +1,7 @@
 """Who may talk to the MCP endpoint: a request must name an allowed host, then carry the bearer token (if one is set).
 
-Both checks run in front of the session bounds (`panama_law.sessions`), so a request that fails either never opens a
-session, and so never makes another client's session close to make room for it.
+Both checks run in front of the session bounds (`panama_law.serve.sessions`), so a request that fails either never
+opens a session, and so never makes another client's session close to make room for it.
 
 The Host check is the MCP SDK's own DNS-rebinding protection (`TransportSecuritySettings`), applied here to every
 request instead of only inside the SDK's session manager, which sits behind the session bounds. It used to be

@@ -16,8 +16,8 @@ from typing import Any
 
 import httpx
 
-from .norms import Article
-from .settings import SOURCE_URL
+from ..norms import Article
+from ..settings import SOURCE_URL
 
 DOCUMENT_NAME = "Constitución Política de la República de Panamá"
 MAX_SOURCE_BYTES = 20 * 1024 * 1024

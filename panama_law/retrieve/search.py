@@ -24,17 +24,17 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import embedding
+from .. import embedding
+from ..index.disk import LoadedIndex, Passage, plain_heading
+from ..index.passages import sentences
+from ..norms import Article, NormInfo
+from ..text import terms
 from .bm25 import BM25
 from .dense_passages import DensePassages
 from .groupmax import GroupMax
-from .index import LoadedIndex, Passage, plain_heading
 from .lexicon import CONSTITUTION
-from .norms import Article, NormInfo
-from .passages import sentences
 from .query import query_terms
 from .scope import ArticleQuantities, asked_quantity, foreign_jurisdiction
-from .text import terms
 
 MAX_RESULTS = 3
 MAX_EXCERPT_CHARS = 750
@@ -48,7 +48,7 @@ class SearchConfig:
     """Fusion weights and abstain thresholds.
 
     Two sets of fusion weights, because glosses change what each ranking is worth. For a norm with callers'
-    glosses (the Constitution ships with them), `python -m panama_law.fit fusion` (repeated 5-fold CV over a
+    glosses (the Constitution ships with them), `python -m research.search.fit fusion` (repeated 5-fold CV over a
     grid of rrf_k 3-60 and weights 0-2) on the development pool chose rrf_k 5 and the two passage rankings at 2,
     article embeddings at 0.5 and whole-article BM25 at 0: CV recall@3 / MRR@10 0.944 / 0.863, against 0.911 /
     0.826 for the equal weights used before (which were CV's choice before the glosses existed). Those weights
@@ -56,7 +56,7 @@ class SearchConfig:
     unglossed development laws fell from 0.656 to 0.574 recall@3 beside the Constitution. So an article of a norm
     without glosses gets weights of its own, `w_unglossed_*`. Without glosses the whole-article views are the
     stronger ones: the article's embedding (with its innermost heading) and its BM25 with the heading path.
-    `python -m panama_law.fit_unglossed` chose them by leave-one-law-out on the four development laws (each on an
+    `python -m research.search.fit_unglossed` chose them by leave-one-law-out on the four development laws (each on an
     index beside the Constitution, 122 questions; the Constitution's 331 development questions asked on each index
     too), over 0-0.75 for passage BM25, 1.5-3.75 for article BM25, 0-1.5 for passage embeddings and 2.25-6 for
     article embeddings: every fold chose passage BM25 0, article BM25 2.25 and article embeddings 3 (passage
@@ -101,7 +101,7 @@ class SearchConfig:
     probe_above: int = 2000  # once they are more than this many (fewer are all scored)
     # Abstain when `Signals.evidence` (a logistic-regression logit) is below `abstain_below`:
     #   evidence = abstain_bias + abstain_w_dense * dense_max + abstain_w_lex * log1p(lex_max)
-    # Reproduce with `python -m panama_law.fit abstain` on the development pool: the visible set,
+    # Reproduce with `python -m research.search.fit abstain` on the development pool: the visible set,
     # bench/eval/dev_extra.jsonl, bench/eval/calibration.jsonl, the two oldest blind sets, bench/eval/heldout.jsonl
     # and bench/eval/heldout_callers.jsonl, which had decided enough keep/drop questions to count as development
     # data, and bench/eval/dev_scope.jsonl, written for the scope rules (331 in scope, 190 out of scope).
@@ -119,7 +119,7 @@ class SearchConfig:
     abstain_bias: float = -4.23
     abstain_below: float = -1.418
     # Whatever the evidence, abstain on a question set in another country's legal order, or one asking for a
-    # quantity that none of the articles to be shown states (`scope`). `python -m panama_law.fit abstain`, same
+    # quantity that none of the articles to be shown states (`scope`). `python -m research.search.fit abstain`, same
     # pool, CV and refusal cost as above, model unchanged: refusal cost (4 x in-scope lost + out-of-scope answered)
     # 157.45 without the rules, 94.05 with the foreign rule, 88.15 with the quantity rule, 34.75 with both. Both
     # rules were written knowing the development sets' out-of-scope questions, so those figures flatter them; the

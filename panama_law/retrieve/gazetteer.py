@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .text import words
+from ..text import words
 
 _COUNTRIES = """
 costa rica | costarricense costarricenses tico tica ticos ticas |
@@ -177,7 +177,7 @@ def _split_phrases(text: str) -> list[str]:
 
 def _names(filename: str) -> frozenset[str]:
     """The names of a `country | name` data file beside this module's package (`data/`), folded."""
-    lines = (Path(__file__).parent / "data" / filename).read_text(encoding="utf-8").splitlines()
+    lines = (Path(__file__).parent.parent / "data" / filename).read_text(encoding="utf-8").splitlines()
     return frozenset(
         _fold_phrase(line.split("|", 1)[1]) for line in lines if "|" in line and not line.lstrip().startswith("#")
     )
