@@ -16,7 +16,7 @@ help:
 	@echo "make test-fast  the suite without the end-to-end, two-node and journey tests"
 	@echo "make test-python PY_VERSION=3.12  the suite without the end-to-end tests on another Python, in .venv-3.12"
 	@echo "make evals      agent behaviour evals: the real model and an LLM judge with OPENAI_API_KEY, else offline"
-	@echo "make lint       ruff and mypy (strict for agent/ and panama_law/)"
+	@echo "make lint       ruff and mypy (strict for agent/, panama_law/ and research/)"
 	@echo "make bench      the benchmarks (figures in bench/results/)"
 
 $(STAMP): pyproject.toml
