@@ -21,9 +21,9 @@ from aiohttp.test_utils import TestClient, TestServer
 from agent.ops import digest
 from agent.settings import Settings
 from agent.web.app import create_app
-from panama_law import index
-from panama_law.build import import_file
-from panama_law.search import Searcher
+from panama_law.index import disk as index
+from panama_law.index.build import import_file
+from panama_law.retrieve.search import Searcher
 from panama_law.settings import SOURCE_SHA256
 from tests import constitution
 from tests.mcp_fixture import FakeMcpServer

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from panama_law import corpus
+from panama_law.ingest import corpus
 from panama_law.settings import SOURCE_SHA256, SOURCE_URL
 
 REPO_ROOT = Path(__file__).resolve().parents[1]

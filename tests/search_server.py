@@ -10,8 +10,8 @@ from typing import Any
 
 import uvicorn
 
-from panama_law.search import Searcher
-from panama_law.server import ServerState, build_app
+from panama_law.retrieve.search import Searcher
+from panama_law.serve.server import ServerState, build_app
 from tests.ports import free_port
 
 SERVER_TOKEN = "token-de-prueba-sintetico"

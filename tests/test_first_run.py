@@ -33,8 +33,8 @@ from agent.devstack import livekit_server
 from agent.devstack.first_run import LOCAL_COPY_HINT, FirstRunError, build_index_if_missing
 from agent.devstack.stack import Stack, StackOptions, main, options_from_args
 from agent.settings import Settings
-from panama_law import corpus
-from panama_law.index import index_path
+from panama_law.index.disk import index_path
+from panama_law.ingest import corpus
 from tests import constitution
 from tests.ports import free_port
 
@@ -230,11 +230,11 @@ def test_the_download_logs_bytes_and_percent_as_it_goes(
 ) -> None:
     (tmp_path / "big.json").write_bytes(b"x" * 400_000)
     monkeypatch.setattr(corpus, "PROGRESS_EVERY_S", 0.0)  # every chunk, so the in-between lines show
-    caplog.set_level(logging.INFO, logger="panama_law.corpus")
+    caplog.set_level(logging.INFO, logger="panama_law.ingest.corpus")
     with serving(tmp_path) as base:
         data = corpus.download(f"{base}/big.json")
     assert len(data) == 400_000
-    messages = [r.getMessage() for r in caplog.records if r.name == "panama_law.corpus"]
+    messages = [r.getMessage() for r in caplog.records if r.name == "panama_law.ingest.corpus"]
     assert messages[0] == f"downloading {base}/big.json (400 kB)"
     percents = [int(m) for m in re.findall(r"of 400 kB \((\d+)%\)", "\n".join(messages[1:-1]))]
     assert percents and percents == sorted(percents) and percents[0] < 100
@@ -258,7 +258,9 @@ def test_the_stack_stops_waiting_when_the_search_health_says_error(tmp_path: Pat
         search_env={"PANAMA_LAW_SOURCE_URL": refusing_url},
     )
     options.log_dir.mkdir()
-    stale = "2026-01-01 00:00:00,000 ERROR panama_law.server: index could not be loaded: an earlier run's reason\n"
+    stale = (
+        "2026-01-01 00:00:00,000 ERROR panama_law.serve.server: index could not be loaded: an earlier run's reason\n"
+    )
     (options.log_dir / "search.log").write_text(stale)  # logs are appended to, run after run
     stack = Stack(options)
     started = time.monotonic()

@@ -24,15 +24,17 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from starlette.testclient import TestClient
 
-from panama_law import corpus, embedding, index
-from panama_law.build import build_from_bytes, download_and_build, import_file
-from panama_law.corpus import CorpusError
+from panama_law import embedding
 from panama_law.evaluate import EvalItem, evaluate
-from panama_law.fit import fit_logistic, threshold
-from panama_law.schema import INPUT_SCHEMA, TOOL_NAME
-from panama_law.search import RANKINGS, Searcher
-from panama_law.server import ServerState, build_app
+from panama_law.index import disk as index
+from panama_law.index.build import build_from_bytes, download_and_build, import_file
+from panama_law.ingest import corpus
+from panama_law.ingest.corpus import CorpusError
+from panama_law.retrieve.search import RANKINGS, Searcher
+from panama_law.serve.schema import INPUT_SCHEMA, TOOL_NAME
+from panama_law.serve.server import ServerState, build_app
 from panama_law.settings import SOURCE_SHA256
+from research.search.fit import fit_logistic, threshold
 from tests.search_server import SERVER_TOKEN
 
 TOKEN = SERVER_TOKEN
@@ -321,7 +323,7 @@ def test_abstain_fit_separates_and_cuts_halfway_below_the_lowest_in_scope_score(
 
 def test_every_lexicon_expansion_term_occurs_in_the_constitution(searcher: Searcher) -> None:
     """An expansion the text never uses adds nothing but noise (and false evidence to the abstain rule)."""
-    from panama_law.lexicon import CONSTITUTION
+    from panama_law.retrieve.lexicon import CONSTITUTION
     from panama_law.text import STOPWORDS, stem
 
     terms = CONSTITUTION.formal_terms()
@@ -332,7 +334,7 @@ def test_every_lexicon_expansion_term_occurs_in_the_constitution(searcher: Searc
 def test_no_lexicon_key_is_a_word_every_question_may_hold() -> None:
     """The key "te" stood for the Tribunal Electoral, so "si te paran los policías" then searched for the electoral
     court too. A key that is a common function word (text.STOPWORDS) expands questions that never asked."""
-    from panama_law.lexicon import CONSTITUTION, EVERYDAY
+    from panama_law.retrieve.lexicon import CONSTITUTION, EVERYDAY
     from panama_law.text import STOPWORDS, fold
 
     for lexicon in (CONSTITUTION, EVERYDAY):
@@ -344,8 +346,8 @@ def test_the_shipped_abstain_model_is_what_fit_abstain_gives_on_the_development_
     """The constants in `SearchConfig` are reproducible: the documented procedure on the documented files gives them
     back. A change to the glosses, the rankings or the signals that moves them must refit them, not drift."""
     from panama_law.evaluate import load_items
-    from panama_law.fit import fit_model
-    from panama_law.search import ABSTAIN_FEATURES
+    from panama_law.retrieve.search import ABSTAIN_FEATURES
+    from research.search.fit import fit_model
     from tests.constitution import REPO_ROOT
 
     visible = REPO_ROOT.parent / "shared" / "eval" / "retrieval_visible.jsonl"

@@ -25,9 +25,9 @@ import pytest
 
 from agent.mcp.errors import GatewayError
 from agent.mcp.gateway import GatewayOptions, McpGateway
-from panama_law import server as server_module
-from panama_law.schema import INPUT_SCHEMA, MAX_NORMALISED_CHARS, MAX_QUERY_TOKENS, QueryError, check_query_size
-from panama_law.server import ServerState
+from panama_law.serve import server as server_module
+from panama_law.serve.schema import INPUT_SCHEMA, MAX_NORMALISED_CHARS, MAX_QUERY_TOKENS, QueryError, check_query_size
+from panama_law.serve.server import ServerState
 from tests.ports import free_port
 from tests.search_server import serving_state
 
@@ -162,7 +162,7 @@ async def test_cancelled_calls_never_run_more_searches_than_the_limit(monkeypatc
                 cancelled.release()
 
     watch = _Cancellations()
-    server_log = logging.getLogger("panama_law.server")
+    server_log = logging.getLogger("panama_law.serve.server")
     server_log.addHandler(watch)
     server_log.setLevel(logging.INFO)
     with _serving(_state(blocked), search_threads=1) as url:

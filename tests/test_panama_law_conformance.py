@@ -14,8 +14,8 @@ import pytest
 
 from agent.mcp.check import check
 from agent.mcp.gateway import GatewayError, GatewayOptions, McpGateway
-from panama_law import index
-from panama_law.search import Searcher
+from panama_law.index import disk as index
+from panama_law.retrieve.search import Searcher
 from tests.search_server import SERVER_TOKEN as TOKEN
 from tests.search_server import serving
 
@@ -67,7 +67,7 @@ async def test_cancelled_call_is_cancelled_on_the_server(
 async def _cancel_mid_search(url: str, caplog: pytest.LogCaptureFixture) -> None:
     gw = McpGateway(GatewayOptions(url=f"{url}/mcp", token=TOKEN))
     try:
-        with caplog.at_level(logging.INFO, logger="panama_law.server"):
+        with caplog.at_level(logging.INFO, logger="panama_law.serve.server"):
             await gw.connect()
             task = asyncio.create_task(gw.search({"query": QUESTION}))
             await asyncio.sleep(0.5)

@@ -1,4 +1,4 @@
-"""Which passage cosines a query computes (`panama_law.dense_passages`): all of a glossed norm's, and of a norm
+"""Which passage cosines a query computes (`panama_law.retrieve.dense_passages`): all of a glossed norm's, and of a norm
 without glosses only a probe's and the shown articles', with the same excerpts as scoring every passage."""
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ from pathlib import Path
 
 import numpy as np
 
-from panama_law import index
-from panama_law.build import import_norms
-from panama_law.dense_passages import UNSCORED, DensePassages
-from panama_law.search import SearchConfig, Searcher
+from panama_law.index import disk as index
+from panama_law.index.build import import_norms
+from panama_law.retrieve.dense_passages import UNSCORED, DensePassages
+from panama_law.retrieve.search import SearchConfig, Searcher
 from tests.norm_fixtures import norm_jsonl
 
 

@@ -17,13 +17,15 @@ import numpy as np
 import pytest
 
 from panama_law import __main__ as cli
-from panama_law import corpus, glosses, index, store
-from panama_law.build import ensure_index, import_folder
 from panama_law.evaluate import evaluate, load_items
+from panama_law.index import disk as index
+from panama_law.index import store
+from panama_law.index.build import ensure_index, import_folder
+from panama_law.ingest import corpus, glosses
+from panama_law.ingest.sources import ImportOptions, read_norms
 from panama_law.norms import NormError
-from panama_law.search import Searcher
+from panama_law.retrieve.search import Searcher
 from panama_law.settings import SOURCE_SHA256, ServerSettings
-from panama_law.sources import ImportOptions, read_norms
 from tests.norm_fixtures import LEY_NAME, LEY_TXT, write_jsonl
 
 DEV_EXTRA = Path(__file__).resolve().parents[1] / "bench" / "eval" / "dev_extra.jsonl"
@@ -114,7 +116,7 @@ def test_a_refresh_that_outruns_a_shorter_reimport_says_which_glosses_it_left_ou
     # articles it no longer has cannot be stored, and the operator is told instead of finding them gone.
     shutil.copy(index.index_path(built_dir), index.index_path(tmp_path))
     glossed = {0: ("que tipo de pais es panama",), 400: ("un articulo que esta edicion ya no tiene",)}
-    with caplog.at_level("WARNING", logger="panama_law.store"):
+    with caplog.at_level("WARNING", logger="panama_law.index.store"):
         assert store.refresh_glosses(tmp_path, corpus.DOCUMENT_NAME, glossed)
     assert "without 1 articles' glosses" in caplog.text
     assert index.norm_glosses(tmp_path, corpus.DOCUMENT_NAME) == {0: glossed[0]}

@@ -21,15 +21,17 @@ import numpy as np
 import pytest
 
 from panama_law import __main__ as cli
-from panama_law import corpus, index, store
-from panama_law.bm25 import BM25
-from panama_law.build import ensure_index, import_folder, import_norms
 from panama_law.evaluate import evaluate, load_items
+from panama_law.index import disk as index
+from panama_law.index import store
+from panama_law.index.build import ensure_index, import_folder, import_norms
+from panama_law.ingest import corpus
+from panama_law.ingest.sources import ImportOptions
 from panama_law.norms import NormError
-from panama_law.schema import to_source
-from panama_law.search import RANKINGS, Searcher
+from panama_law.retrieve.bm25 import BM25
+from panama_law.retrieve.search import RANKINGS, Searcher
+from panama_law.serve.schema import to_source
 from panama_law.settings import ServerSettings
-from panama_law.sources import ImportOptions
 from tests.norm_fixtures import LEY_EVAL, LEY_NAME, LEY_TXT, norm_jsonl
 
 CONSTITUTION = corpus.DOCUMENT_NAME
@@ -282,7 +284,7 @@ def test_a_norm_without_glosses_is_fused_with_weights_of_its_own(combined: Searc
 def test_fit_fusion_scores_the_fusion_the_search_does_on_an_index_of_both_kinds_of_norm(combined: Searcher) -> None:
     """`fit fusion` replays the fusion from each question's rankings: with the shipped weights it must rank as the
     search does, unglossed articles at `w_unglossed_*`, or its fit would score a fusion nobody runs."""
-    from panama_law.fit import fused_metrics, hit_and_rr
+    from research.search.fit import fused_metrics, hit_and_rr
 
     cfg = combined.config
     items = [item for item in load_items(LEY_EVAL) if item.gold]
@@ -405,7 +407,7 @@ def test_importing_over_a_corrupt_index_is_refused_and_leaves_it_alone(tmp_path:
 
 
 def test_top_positions_equal_a_full_stable_sort_ties_included() -> None:
-    from panama_law.search import top_positions
+    from panama_law.retrieve.search import top_positions
 
     rng = np.random.default_rng(3)
     for size in (5, 30, 31, 400):

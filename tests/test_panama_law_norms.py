@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from panama_law.ingest.pdftext import clean_lines, dehyphenate, pdf_lines
+from panama_law.ingest.sources import ImportOptions, read_norms
+from panama_law.ingest.splitter import split_articles
 from panama_law.norms import NormError, parse_label
-from panama_law.pdftext import clean_lines, dehyphenate, pdf_lines
-from panama_law.sources import ImportOptions, read_norms
-from panama_law.splitter import split_articles
 from tests.norm_fixtures import (
     LEY_NAME,
     LEY_TXT,

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from panama_law.scope import (
+from panama_law.retrieve.scope import (
     CLOCK,
     MONEY,
     PERCENT,
@@ -15,7 +15,7 @@ from panama_law.scope import (
     foreign_jurisdiction,
     stated_units,
 )
-from panama_law.search import Searcher
+from panama_law.retrieve.search import Searcher
 from panama_law.text import stem
 
 
@@ -265,7 +265,7 @@ def test_a_foreign_institution_or_city_leaves_panamas_questions_in_scope(questio
 
 
 def test_the_foreign_lists_leave_out_what_panama_shares() -> None:
-    from panama_law.gazetteer import INSTITUTIONS, PLACES
+    from panama_law.retrieve.gazetteer import INSTITUTIONS, PLACES
 
     for name in (
         "colon",

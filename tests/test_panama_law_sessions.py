@@ -22,8 +22,8 @@ import uvicorn
 
 from agent.devstack.livekit_server import wait_http
 from agent.mcp.gateway import GatewayOptions, McpGateway
-from panama_law.server import ServerState, SessionLimits, build_app
-from panama_law.sessions import client_of
+from panama_law.serve.server import ServerState, SessionLimits, build_app
+from panama_law.serve.sessions import client_of
 
 TOKEN = "token-de-prueba-sesiones"
 INITIALIZE = {
@@ -216,7 +216,7 @@ async def test_the_gateway_recovers_when_its_session_is_expired(serve: Any, gate
                 expired.set()
 
     watch = _Watch()
-    watched = [logging.getLogger("mcp.server.streamable_http_manager"), logging.getLogger("panama_law.sessions")]
+    watched = [logging.getLogger("mcp.server.streamable_http_manager"), logging.getLogger("panama_law.serve.sessions")]
     for lg in watched:
         lg.addHandler(watch)
         lg.setLevel(logging.INFO)

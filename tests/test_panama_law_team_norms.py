@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 from panama_law import __main__ as cli
-from panama_law import index
-from panama_law.build import import_norms
-from panama_law.search import Searcher
+from panama_law.index import disk as index
+from panama_law.index.build import import_norms
+from panama_law.retrieve.search import Searcher
 from tests.norm_fixtures import norm_jsonl, write_jsonl
 
 # Original sentences in the style of a code, and callers' questions that share no word with them.
@@ -45,8 +45,8 @@ def test_the_everyday_lexicon_takes_callers_words_to_an_imported_codes_words(
     (`lexicon.EVERYDAY`) does: each question below shares no term with its article, and its article must come first
     among the law's articles in the lexical ranking. Without the everyday table, the first and last are not reached
     by the lexical rankings at all. The Constitution has glosses, so its scores never see the everyday terms."""
-    from panama_law import query
-    from panama_law.lexicon import Lexicon
+    from panama_law.retrieve import query
+    from panama_law.retrieve.lexicon import Lexicon
     from panama_law.text import terms
 
     data = tmp_path / "data"
@@ -83,8 +83,8 @@ def test_fit_unglossed_counts_each_law_with_weights_chosen_on_the_others(monkeyp
     """Law X's answers are found by article embeddings alone, law Y's by passage BM25 alone. On both laws the
     article embeddings win (two questions to one), but held out, each law is scored with what the other prefers,
     so the leave-one-law-out count is 0: the fit must report that, not the in-sample 2."""
-    from panama_law import fit_unglossed as fu
-    from panama_law.search import SearchConfig, Signals
+    from panama_law.retrieve.search import SearchConfig, Signals
+    from research.search import fit_unglossed as fu
 
     monkeypatch.setattr(
         fu,

@@ -33,7 +33,7 @@ import pytest
 
 from agent.devstack import livekit_server
 from agent.devstack.stack import Stack, StackOptions
-from panama_law import index as law_index
+from panama_law.index import disk as law_index
 from tests import constitution
 from tests.ports import free_port
 

@@ -21,7 +21,7 @@ import pytest
 
 from agent.doctor import CheckResult, run_checks
 from agent.settings import Settings
-from panama_law import index as law_index
+from panama_law.index import disk as law_index
 from tests import constitution
 from tests.e2e.conftest import REPO_ROOT, E2EStack, livekit_port
 from tests.fake_realtime_endpoint import FakeRealtimeEndpoint

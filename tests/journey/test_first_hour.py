@@ -34,7 +34,7 @@ from pathlib import Path
 
 import pytest
 
-from panama_law import index as law_index
+from panama_law.index import disk as law_index
 from tests.e2e.browser import write_wav
 from tests.e2e.conftest import livekit_port
 from tests.ports import free_port
