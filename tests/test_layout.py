@@ -1,5 +1,8 @@
 """The layout keeps its promises: roles in subpackages, imports one way, modules short enough to read.
 
+For `agent/` the subpackages are roles; for the search server `panama_law/` they are stages (ingest, index,
+retrieve, serve) on a shared base; research code beside them is never imported by either program.
+
 These rules are what let the next engineer find where a rule lives; a change that breaks one fails here
 instead of slowly eroding the structure.
 """
@@ -73,3 +76,87 @@ def test_every_subpackage_says_what_it_owns(package: Path) -> None:
 def test_no_module_over_the_line_budget(path: Path) -> None:
     lines = len(path.read_text(encoding="utf-8").splitlines())
     assert lines <= MAX_MODULE_LINES, f"{path} has {lines} lines; split it by concern"
+
+
+# --- panama_law: split by stage ---------------------------------------------------------------------------------
+
+PANAMA_LAW = Path("panama_law")
+# A stage imports only the stages below it and the shared base (top-level modules, and the package itself).
+STAGE = {"base": 0, "ingest": 1, "index": 2, "retrieve": 3, "serve": 4}
+LAW_BASE = {"panama_law", "norms", "text", "embedding", "settings"}
+LAW_ENTRY = {"__main__", "evaluate"}  # the command line's entries may reach every stage
+
+
+def _law_stage(module: str) -> str | None:
+    """The stage of a panama_law module (`entry` for the command line); None for a top-level module nobody placed."""
+    parts = module.split(".")
+    if len(parts) > 2 or (len(parts) == 2 and parts[1] in STAGE):
+        return parts[1]
+    name = parts[-1]
+    if name in LAW_ENTRY:
+        return "entry"
+    return "base" if name in LAW_BASE else None
+
+
+def _absolute_imports(path: Path) -> set[str]:
+    """Every module `path` imports, relative imports resolved; `from pkg import mod` names the module itself."""
+    package = list(path.parent.parts)
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = package[: len(package) - node.level + 1] if node.level else []
+            origin = ".".join([*base, *([node.module] if node.module else [])])
+            for alias in node.names:
+                candidate = f"{origin}.{alias.name}"
+                is_module = Path(*candidate.split(".")).with_suffix(".py").is_file()
+                is_package = (Path(*candidate.split(".")) / "__init__.py").is_file()
+                found.add(candidate if is_module or is_package else origin)
+    return found
+
+
+def _law_module_name(path: Path) -> str:
+    parts = path.with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _law_modules() -> list[Path]:
+    return sorted(PANAMA_LAW.rglob("*.py"))
+
+
+@pytest.mark.parametrize("path", _law_modules(), ids=str)
+def test_search_server_imports_run_one_way_by_stage(path: Path) -> None:
+    mine = _law_stage(_law_module_name(path))
+    assert mine is not None, f"{path} is in no stage: move it into one, or name it in LAW_BASE if every stage needs it"
+    if mine == "entry":
+        return
+    for target in sorted(t for t in _absolute_imports(path) if t.split(".")[0] == "panama_law"):
+        theirs = _law_stage(target)
+        if theirs == mine:
+            continue
+        assert theirs not in (None, "entry"), f"{path} imports {target}, a command-line entry"
+        assert STAGE[theirs] < STAGE[mine], f"{path} ({mine}) imports {target} ({theirs}): a later stage"
+
+
+@pytest.mark.parametrize(
+    "package",
+    sorted(p.parent for d in (PANAMA_LAW, Path("research")) for p in d.rglob("__init__.py") if p.parent != PANAMA_LAW),
+    ids=str,
+)
+def test_every_search_server_stage_says_what_it_owns(package: Path) -> None:
+    doc = ast.get_docstring(ast.parse((package / "__init__.py").read_text(encoding="utf-8")))
+    assert doc and len(doc) > 80, f"{package}/__init__.py needs a docstring saying what the stage owns"
+
+
+@pytest.mark.parametrize("program", ["panama_law", "agent"])
+def test_programs_never_import_research(program: str) -> None:
+    """Research (fitting runners, experiment logs) is not installed: a program importing it would break once
+    installed, and would make the experiments part of the product."""
+    offenders = [
+        f"{path} imports {target}"
+        for path in sorted(Path(program).rglob("*.py"))
+        for target in sorted(_absolute_imports(path))
+        if target.split(".")[0] == "research"
+    ]
+    assert not offenders, "\n".join(offenders)
