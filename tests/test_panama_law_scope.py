@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from panama_law.retrieve.scope import (
+    CHARGE,
     CLOCK,
     MONEY,
     PERCENT,
@@ -185,7 +186,8 @@ def test_a_number_of_two_things_joined_by_o_or_y_states_a_number_of_each() -> No
     assert not quantities.unstated(cats, [0]) and quantities.unstated(cats, [1])
     # The second thing is never a number: a following quantity stays a quantity of its own.
     assert stated_units("El plazo es de dos días y tres meses.") == {stem("días"), stem("meses")}
-    assert stated_units("Pagará treinta balboas y cinco por ciento de recargo.") == {MONEY, PERCENT}
+    # (It also names a charge, "recargo": `test_a_how_much_about_a_charge_is_answered_by_the_rule_that_sets_it`.)
+    assert stated_units("Pagará treinta balboas y cinco por ciento de recargo.") - {CHARGE} == {MONEY, PERCENT}
 
 
 def test_a_count_of_people_of_any_kind_answers_how_many_people() -> None:
@@ -284,3 +286,65 @@ def test_the_foreign_lists_leave_out_what_panama_shares() -> None:
     ):
         assert name not in PLACES and name not in INSTITUTIONS, name
     assert {"uscis", "registraduria", "green card"} <= INSTITUTIONS and {"maracaibo", "montreal"} <= PLACES
+
+
+# An invented bylaw of a condominium and its water board, written for these tests: it states its quantities in
+# words and sets its charges by naming the rate that applies, as laws often do.
+_BYLAW = [
+    # 0
+    "Las obras que cambien la fachada requieren el voto favorable de las dos terceras partes de los propietarios.",
+    # 1
+    "La asamblea sesiona válidamente con la mitad más uno de los socios al día en sus cuotas.",
+    # 2
+    "El arrendador podrá exigir como garantía un mes de alquiler, que devolverá al terminar el contrato.",
+    # 3
+    "El propietario que no pague a tiempo pagará un recargo de B/. 25.00 por cada mes de atraso.",
+    # 4
+    "Las conexiones de uso comercial pagan la tarifa comercial; las demás pagan la tarifa residencial.",
+    # 5
+    "Cada usuario aporta la cuota mensual que apruebe la junta en su reunión de enero.",
+    # 6
+    "La junta podrá cortar el servicio al usuario que no haya asistido a tres reuniones seguidas.",
+    # 7
+    "La Ley fijará las multas que correspondan a quien dañe las instalaciones.",
+]
+
+
+@pytest.mark.parametrize(
+    ("question", "article"),
+    [
+        ("cuántos propietarios tienen que estar de acuerdo para pintar la fachada de otro color", 0),
+        ("cuánta gente tiene que venir a la asamblea para que valga lo que se decide", 1),
+        ("cuántos meses de alquiler me pueden pedir de garantía", 2),
+        ("cuántos días de alquiler me pueden pedir de garantía", 2),  # a period asked in days, stated as a month
+        ("si me atraso con la mensualidad cuánto me cobran", 3),  # a figure after the balboa's sign
+    ],
+)
+def test_a_quantity_stated_in_words_is_an_answer(question: str, article: int) -> None:
+    """ "Dos terceras partes", "la mitad", "un mes", "B/. 25.00" state a quantity as surely as "treinta días": the
+    rule refused these as unstated, though the article gives the answer."""
+    quantities = ArticleQuantities(_BYLAW)
+    assert asked_quantity(question) is not None
+    assert not quantities.unstated(asked_quantity(question), [article, 6])
+
+
+@pytest.mark.parametrize(
+    ("question", "article"),
+    [
+        ("cuánto me cobran por el agua si tengo una fonda en la casa", 4),
+        ("cuánto me toca pagar de cuota del agua cada mes", 5),
+    ],
+)
+def test_a_how_much_about_a_charge_is_answered_by_the_rule_that_sets_it(question: str, article: int) -> None:
+    """A law that sets a rate ("pagan la tarifa comercial", "la cuota que apruebe la junta") rather than a figure
+    answers "¿cuánto me cobran?" with that rule: the caller learns which rate is theirs and who sets it."""
+    quantities = ArticleQuantities(_BYLAW)
+    assert not quantities.unstated(asked_quantity(question), [article, 6])
+
+
+def test_an_amount_handed_to_another_law_stays_unstated() -> None:
+    """ "La Ley fijará las multas" says no amount and no rate: another law sets it, as the Constitution does for
+    every fine, wage and fee, and a question asking how much stays unanswered by it."""
+    quantities = ArticleQuantities(_BYLAW)
+    assert quantities.unstated(asked_quantity("de cuánto es la multa si rompo la tubería"), [7, 6])
+    assert quantities.unstated(asked_quantity("cuántos años me dan de cárcel si rompo la tubería"), [7, 6])

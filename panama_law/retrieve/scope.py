@@ -14,8 +14,13 @@ Two kinds of question look constitutional to every retrieval signal and still ha
   says that workers have paid holidays and that the law sets fines, never how many days or how much money. A
   question that asks for a quantity (an amount of money, a percentage, a number of some unit, an age, a
   duration, a time of day) is answerable only if one of the articles to be shown states such a quantity
-  ("treinta días", "cinco años", "veinte por ciento"). `ArticleQuantities` reads what each article states, once,
-  from the text; nothing here lists the Constitution's numbers by hand.
+  ("treinta días", "cinco años", "veinte por ciento", "B/. 50.00", "un mes", "dos terceras partes", "la mitad").
+  An amount of money is also answered by an article that says which rate applies ("paga la tarifa comercial",
+  "la cuota que fije la junta"):
+  "¿cuánto me cobran?" asked of a law that sets a rate rather than a figure has that rule for its answer. Only an
+  article that hands the amount to some other law ("la Ley fijará las multas"), as the Constitution does, leaves
+  it unstated. `ArticleQuantities` reads what each article states, once, from the text; nothing here lists the
+  Constitution's numbers by hand.
 
 Both are flags for the abstain rule (`search.Signals`), which weighs them against the cost of refusing an
 answerable question.
@@ -144,12 +149,15 @@ MONEY = "$"
 PERCENT = "%"
 CLOCK = "clock"
 PAPERS = "papers"
+CHARGE = "charge"
 """Units that are not words of the text: an amount of money, a percentage, a time of day, the papers an errand
 needs ("¿qué papeles piden para ...?": a list an office or a law sets, which an article states only if it lists
-documents to be presented)."""
+documents to be presented), and the rule that sets a charge (an article naming the rate, due or tariff to pay
+without handing it to another law), which answers a question about an amount of money as a figure does."""
 
 _TIME_UNITS = frozenset(stem(w) for w in ("años", "meses", "semanas", "días", "horas", "minutos"))
 _YEAR = frozenset({stem("años")})
+_PERIOD_UNITS = frozenset(stem(w) for w in ("días", "semanas", "meses"))
 _PEOPLE = frozenset(stem(w) for w in ("gente", "personas", "ciudadanos", "firmas", "votos", "electores"))
 # Counts of people of a kind: "un adulto por cada diez menores" answers "¿cuántas personas tiene que haber?", and
 # "más de cuatro huéspedes" answers "¿cuánta gente puedo tener?".
@@ -163,9 +171,9 @@ _NUMBER_WORDS = (
     "dos tres cuatro cinco seis siete ocho nueve diez once doce trece catorce quince dieciseis diecisiete dieciocho "
     "diecinueve veinte veintiun veintiuno veintidos veintitres veinticuatro veinticinco veintiseis veintisiete "
     "veintiocho veintinueve treinta cuarenta cincuenta sesenta setenta ochenta noventa cien ciento doscientos "
-    "trescientos cuatrocientos quinientos mil"
+    "trescientos cuatrocientos quinientos seiscientos setecientos ochocientos novecientos mil millon millones"
 ).split()
-_NUMBER = r"(?:\d+(?:[.,]\d+)?|" + "|".join(_NUMBER_WORDS) + r")"
+_NUMBER = r"(?:\d+(?:[.,]\d+)*|" + "|".join(_NUMBER_WORDS) + r")"
 # A stated quantity in folded text: a number ("treinta y cinco", "setenta y un", "35", "(35)") and its unit. An
 # item number ("1. Los ...") is followed by punctuation, not by a unit, so it does not count.
 _STATED = re.compile(
@@ -173,6 +181,25 @@ _STATED = re.compile(
     # "tres perros o gatos": a number of gatos too. Never a number: "dos días y tres meses" states months as well.
     rf"(?:\s+(?:o|u|y|e|ni)\s+(?!(?:{_NUMBER}|un|una|uno)\b)(?P<also>[a-zñ]+))?"
 )
+# "Un mes", "una semana", "media hora", "un año y medio": one of a unit of time or money is a quantity of it. Only
+# those units: "un trabajador" or "una persona" is an indefinite article, not a count.
+_ONE = re.compile(
+    r"\b(?:un|una|media|medio)\s+(?P<unit>anos?|mes(?:es)?|semanas?|dias?|horas?|minutos?|balboas?|dolar(?:es)?)\b"
+)
+# A share of something: "la mitad", "dos terceras partes", "la quinta parte", "un tercio", "el doble del alquiler".
+_SHARE = re.compile(
+    r"\bmitad\b|\btercios?\b|\b(?:tercer|cuart|quint|sext|septim|octav|noven|decim)as?\s+partes?\b"
+    r"|\bel\s+(?:doble|triple)\s+del?\b"
+)
+# A figure after a currency sign: "B/. 50.00", "B/.1,000", "$25", "US$ 10".
+_CURRENCY = re.compile(r"(?:\bb/\.?|\$)\s*\d")
+# A rate named in a sentence: the tariff, due or fee to pay ("pagan la tarifa comercial", "la cuota que fije la
+# junta") says which rule sets the amount. Not every word for money: the Constitution speaks of wages, pensions,
+# taxes and fines throughout and states the amount of none, so naming them says nothing of how much. A sentence that
+# hands the rate to another law ("las tasas que fije la Ley") does not say it either.
+_RATE = re.compile(r"\b(?:tarifas?|cuotas?|tasas?|arancel(?:es)?|canon|honorarios)\b")
+_DEFERS = re.compile(r"\b(?:la|una|por|de|las)\s+(?:ley|leyes)\b")
+_SENTENCE = re.compile(r"[.;:]\s")
 _CLOCK_TIME = re.compile(rf"\ba\s+las\s+{_NUMBER}\b|\b{_NUMBER}\s+de\s+la\s+(?:manana|tarde|noche)\b")
 _MONEY_UNITS = frozenset(stem(w) for w in ("balboas", "dólares", "centésimos"))
 # An article that asks for documents to be handed in: a document word and a presenting word in one article. Not
@@ -222,11 +249,27 @@ def stated_units(text: str) -> frozenset[str]:
             if word:
                 st = stem(word)
                 out.add(MONEY if st in _MONEY_UNITS else st)
+    for match in _ONE.finditer(folded):
+        # Stemmed as the plural a question asks with ("¿cuántos días?"): the stemmer leaves "día" and "días" apart.
+        word = match.group("unit")
+        st = stem(word if word.endswith("s") else word + ("es" if word.endswith("r") else "s"))
+        out.add(MONEY if st in _MONEY_UNITS else st)
+    if _SHARE.search(folded):
+        out.add(PERCENT)
+    if _CURRENCY.search(folded):
+        out.add(MONEY)
+    if any(_names_a_charge(sentence) for sentence in _SENTENCE.split(folded)):
+        out.add(CHARGE)
     if _CLOCK_TIME.search(folded):
         out.add(CLOCK)
     if _DOCUMENT.search(folded) and _PRESENTING.search(folded):
         out.add(PAPERS)
     return frozenset(out)
+
+
+def _names_a_charge(sentence: str) -> bool:
+    """Whether a folded sentence names the rate to pay without handing it to another law."""
+    return bool(_RATE.search(sentence)) and not _DEFERS.search(sentence)
 
 
 @dataclass(frozen=True, slots=True)
@@ -341,7 +384,13 @@ class ArticleQuantities:
             return False
         if asked.papers and not any(PAPERS in self._units[p] for p in positions):
             return True
-        return bool(asked.units) and not any(
-            asked.plain & self._units[p] or (asked.units & self._units[p] and asked.about <= self._stems[p])
+        # An amount of money is stated as a figure or as the rate that applies; a period in days, weeks or months
+        # in any of them ("¿cuántos días?": "un mes"). Hours measure a working day, not a period of days, and
+        # "¿cuántos años?" asks an age as often as a period: they stay apart.
+        units = asked.units | {CHARGE} if MONEY in asked.units else asked.units
+        if units & _PERIOD_UNITS:
+            units = units | _PERIOD_UNITS
+        return bool(units) and not any(
+            asked.plain & self._units[p] or (units & self._units[p] and asked.about <= self._stems[p])
             for p in positions
         )
