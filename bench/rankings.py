@@ -28,7 +28,7 @@ DEV_SETS = (
     ROOT / "bench" / "eval" / "calibration.jsonl",
 )
 COMPARED = ("top10", "rankings", "abstains", "sources")
-SIGNALS = ("evidence", "dense_max", "coverage")
+SIGNALS = ("evidence", "dense_max", "lex_max")
 
 
 def dump(data_dir: Path, files: list[Path]) -> list[dict[str, Any]]:
@@ -52,7 +52,7 @@ def dump(data_dir: Path, files: list[Path]) -> list[dict[str, Any]]:
                     "sources": [[h.article.citation, h.score, h.excerpt] for h in searcher.search(question)],
                     "evidence": sig.evidence(searcher.config),
                     "dense_max": sig.dense_max,
-                    "coverage": sig.coverage,
+                    "lex_max": sig.lex_max,
                 }
             )
     return rows

@@ -304,12 +304,16 @@ def test_out_of_scope_question_gets_no_source(searcher: Searcher) -> None:
     assert searcher.search("cuál es la mejor receta de sancocho con ñame") == []
 
 
-def test_abstain_signals_see_unknown_words_and_the_lexicon(searcher: Searcher) -> None:
-    off_topic = searcher.signals("receta de sancocho con otoe")[0]
+def test_candidate_abstain_signals_see_unknown_words_and_the_lexicon(searcher: Searcher) -> None:
+    """The candidates `fit abstain` compares are computed by the fit, beside the signals every query computes."""
+    from panama_law.fit import candidate_signals
+
+    off_topic = candidate_signals(searcher, "receta de sancocho con otoe")
     assert off_topic.coverage == 0.0 and off_topic.expansion_terms == 0
-    on_topic = searcher.signals("me botaron del trabajo estando embarazada")[0]
+    on_topic = candidate_signals(searcher, "me botaron del trabajo estando embarazada")
     assert on_topic.coverage > 0.5 and on_topic.expansion_terms > 0
-    assert on_topic.evidence(searcher.config) > off_topic.evidence(searcher.config)
+    assert on_topic.gloss_max > off_topic.gloss_max
+    assert on_topic.sig.evidence(searcher.config) > off_topic.sig.evidence(searcher.config)
 
 
 def test_abstain_fit_separates_and_cuts_halfway_below_the_lowest_in_scope_score() -> None:
@@ -347,7 +351,7 @@ def test_the_shipped_abstain_model_is_what_fit_abstain_gives_on_the_development_
     back. A change to the glosses, the rankings or the signals that moves them must refit them, not drift."""
     from panama_law.evaluate import load_items
     from panama_law.retrieve.search import ABSTAIN_FEATURES
-    from research.search.fit import fit_model
+    from research.search.fit import candidate_signals, fit_model
     from tests.constitution import REPO_ROOT
 
     visible = REPO_ROOT.parent / "shared" / "eval" / "retrieval_visible.jsonl"
@@ -355,7 +359,7 @@ def test_the_shipped_abstain_model_is_what_fit_abstain_gives_on_the_development_
         pytest.skip("the project's visible eval set is not beside the checkout")
     names = ("dev_extra", "calibration", "heldout", "heldout_callers", "dev_scope")
     items = load_items(visible) + [i for n in names for i in load_items(REPO_ROOT / "bench" / "eval" / f"{n}.jsonl")]
-    sigs = [searcher.signals(item.question)[0] for item in items]
+    sigs = [candidate_signals(searcher, item.question) for item in items]
     fitted = fit_model(sigs, np.array([1 if item.gold else 0 for item in items]), ABSTAIN_FEATURES)
     cfg = searcher.config
     assert [round(float(c), 2) for c in fitted.weights] == [cfg.abstain_w_dense, cfg.abstain_w_lex]

@@ -8,7 +8,6 @@ The Constitution comes from the session index (tests/conftest.py); other norms a
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import hashlib
 import json
 import logging
@@ -249,16 +248,13 @@ def test_answerable_questions_about_an_imported_law_are_not_refused_for_want_of_
     combined: Searcher,
 ) -> None:
     """The lexicon maps callers' words to the Constitution's; for another norm it says nothing. The abstain model
-    reads no lexicon signal, so a question about a team's law is judged as one about the Constitution would be
-    (two of these were refused when the model counted the lexicon's terms)."""
+    reads no lexicon signal (`Signals.features`: the closest passage and the best BM25 score), so a question about
+    a team's law is judged as one about the Constitution would be (two of these were refused when the model counted
+    the lexicon's terms)."""
     items = load_items(LEY_EVAL)
     assert evaluate(combined, items)["in_scope_abstained"] == 0
     on_top = [combined.signals(item.question)[0] for item in items]
-    law_first = [sig for sig in on_top if combined.articles[sig.ranked[0]].norm == LEY_NAME]
-    assert law_first
-    for sig in law_first:
-        lexicon_blind = dataclasses.replace(sig, expansion_terms=sig.expansion_terms + 5, coverage=0.0)
-        assert lexicon_blind.evidence(combined.config) == sig.evidence(combined.config)
+    assert any(combined.articles[sig.ranked[0]].norm == LEY_NAME for sig in on_top)
 
 
 def test_a_norm_without_glosses_is_fused_with_weights_of_its_own(combined: Searcher) -> None:

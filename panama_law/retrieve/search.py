@@ -144,21 +144,14 @@ class Hit:
 class Signals:
     """Per-query evidence strengths, kept for the abstain decision and for evaluation diagnostics.
 
-    The abstain model reads `dense_max` (the closest passage's cosine) and `lex_max` (the best article's BM25
-    score, in each norm's own idf units); the others are candidates `fit abstain` compares, and diagnostics.
-    `coverage` is the share of the question's own content terms (stemmed, stopwords removed) that occur anywhere
-    in one norm (the norm that uses most of them; with the Constitution alone, anywhere in it): the Constitution
-    never says "metrobus", "sancocho" or "apostillar", and a question made of such words is rarely about it.
-    `expansion_terms` counts the formal terms the lexicon added (repeats included): the lexicon maps everyday
-    words to constitutional concepts, so an off-topic question seldom triggers much of it.
+    Only what the shipped abstain model and rules read: `dense_max` (the closest passage's cosine), `lex_max` (the
+    best article's BM25 score, in each norm's own idf units) and the two scope flags. Candidate signals that
+    `fit abstain` compares (closeness to the nearest gloss, the share of the question's words a norm uses, the
+    lexicon's added terms) are computed there (`fit.candidate_signals`), not on every query.
     """
 
     dense_max: float = 0.0
     lex_max: float = 0.0
-    # Closeness to the nearest gloss: a candidate abstain signal (`fit abstain`), not used by the shipped model.
-    gloss_max: float = 0.0
-    coverage: float = 0.0
-    expansion_terms: int = 0
     # `scope`: the question is set in another country; it asks for a quantity the top articles do not state.
     foreign: bool = False
     unstated_quantity: bool = False
@@ -322,9 +315,6 @@ class Searcher:
         sig = Signals(
             dense_max=float(dense_p.max()) if dense_p.size else -1.0,
             lex_max=float(lex_a.max()),
-            gloss_max=float(dense_g.max()) if dense_g.size else 0.0,
-            coverage=self.article_bm25.best_group_coverage(q.own),
-            expansion_terms=len(q.added),
             foreign=foreign_jurisdiction(query),
             unstated_quantity=self.quantities.unstated(asked_quantity(query), ranked[:MAX_RESULTS]),
             ranked=ranked,

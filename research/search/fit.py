@@ -15,14 +15,16 @@ import itertools
 import json
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, NamedTuple
 
 import numpy as np
 
+from panama_law import embedding
 from panama_law.evaluate import EvalItem, load_items
 from panama_law.index.disk import LoadedIndex
+from panama_law.retrieve.query import query_terms
 from panama_law.retrieve.search import ABSTAIN_FEATURES, RANKINGS, SearchConfig, Searcher, Signals
 
 # Refusing an answerable question costs the user more than being shown a weak source the model is told to treat
@@ -32,13 +34,42 @@ REFUSE_COST = 4.0
 RRF_KS = (3.0, 5.0, 10.0, 20.0, 60.0)
 WEIGHT_GRID = (0.0, 0.5, 1.0, 2.0)
 
-# Candidate abstain signals, all cheap by-products of `Searcher.signals`.
-CANDIDATES: dict[str, Callable[[Signals], float]] = {
-    "dense_max": lambda s: s.dense_max,
-    "coverage": lambda s: s.coverage,
-    "log1p(expansion_terms)": lambda s: math.log1p(s.expansion_terms),
-    "log1p(lex_max)": lambda s: s.log_lex_max,
-    "gloss_max": lambda s: s.gloss_max,
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """A question's `Signals` plus the candidate abstain signals the shipped model does not read, computed here
+    rather than on every query (`candidate_signals`).
+
+    `coverage` is the share of the question's own content terms (stemmed, stopwords removed) that occur anywhere
+    in one norm (the norm that uses most of them): the Constitution never says "metrobus", "sancocho" or
+    "apostillar", and a question made of such words is rarely about it. `expansion_terms` counts the formal terms
+    the Constitution's lexicon added (repeats included). `gloss_max` is the closest gloss's cosine."""
+
+    sig: Signals
+    gloss_max: float
+    coverage: float
+    expansion_terms: int
+
+
+def candidate_signals(searcher: Searcher, query: str) -> Candidate:
+    """`Searcher.signals` for `query` and the candidate signals beside it (one more encoding of the question)."""
+    sig = searcher.signals(query)[0]
+    q = query_terms(query, searcher.config.expansion_weight, everyday=bool((~searcher.glossed).any()))
+    gloss_vectors = searcher.index.gloss_vectors
+    gloss_max = 0.0
+    if len(gloss_vectors):
+        with embedding.one_blas_thread():
+            gloss_max = float((gloss_vectors @ searcher.query_vector(query, q.expansion)).max())
+    return Candidate(sig, gloss_max, searcher.article_bm25.best_group_coverage(q.own), len(q.added))
+
+
+# Candidate abstain signals: the model's inputs (`Signals.features`) and the ones it does not read.
+CANDIDATES: dict[str, Callable[[Candidate], float]] = {
+    "dense_max": lambda c: c.sig.dense_max,
+    "coverage": lambda c: c.coverage,
+    "log1p(expansion_terms)": lambda c: math.log1p(c.expansion_terms),
+    "log1p(lex_max)": lambda c: c.sig.log_lex_max,
+    "gloss_max": lambda c: c.gloss_max,
 }
 # Abstain rules that need no fitting (`scope`): a question set in another country, or one asking for a quantity
 # that the articles to be shown do not state.
@@ -269,7 +300,7 @@ class AbstainFit(NamedTuple):
     scores: np.ndarray
 
 
-def fit_model(sigs: Sequence[Signals], y: np.ndarray, features: Sequence[str]) -> AbstainFit:
+def fit_model(sigs: Sequence[Candidate], y: np.ndarray, features: Sequence[str]) -> AbstainFit:
     """The abstain model on these questions' signals: logistic regression on `features`, cut by `threshold`."""
     x = np.array([[CANDIDATES[n](s) for n in features] for s in sigs])
     coef, bias = fit_logistic(x, y)
@@ -280,14 +311,15 @@ def fit_model(sigs: Sequence[Signals], y: np.ndarray, features: Sequence[str]) -
 def fit_abstain(
     searcher: Searcher, items: list[EvalItem], chosen: Sequence[str], rules: Sequence[str] = ()
 ) -> dict[str, Any]:
-    sigs = [searcher.signals(item.question)[0] for item in items]
+    cands = [candidate_signals(searcher, item.question) for item in items]
+    sigs = [c.sig for c in cands]
     y = np.array([1 if item.gold else 0 for item in items])
     n_in, n_out = int(y.sum()), int(len(y) - y.sum())
     table = []
     for rule_set in RULE_SETS:
         mask = _rule_mask(sigs, rule_set)
         for names in FEATURE_SETS:
-            x = np.array([[CANDIDATES[n](s) for n in names] for s in sigs])
+            x = np.array([[CANDIDATES[n](c) for n in names] for c in cands])
             row: dict[str, Any] = {"rules": list(rule_set), "features": list(names)}
             for cost in (1.0, REFUSE_COST, 10.0):
                 lost, abst = cross_validate(x, y, cost, flagged=mask)
@@ -299,7 +331,7 @@ def fit_abstain(
                     "cost": round(REFUSE_COST * lost + (n_out - abst), 2),
                 }
             table.append(row)
-    fitted = fit_model(sigs, y, chosen)
+    fitted = fit_model(cands, y, chosen)
     abstain = (fitted.scores < fitted.cut) | _rule_mask(sigs, rules)
     return {
         "in_scope": n_in,
