@@ -306,7 +306,7 @@ def test_out_of_scope_question_gets_no_source(searcher: Searcher) -> None:
 
 def test_candidate_abstain_signals_see_unknown_words_and_the_lexicon(searcher: Searcher) -> None:
     """The candidates `fit abstain` compares are computed by the fit, beside the signals every query computes."""
-    from panama_law.fit import candidate_signals
+    from research.search.fit import candidate_signals
 
     off_topic = candidate_signals(searcher, "receta de sancocho con otoe")
     assert off_topic.coverage == 0.0 and off_topic.expansion_terms == 0

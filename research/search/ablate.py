@@ -33,12 +33,13 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:  # `python research/search/ablate.py` from the repository root
     sys.path.insert(0, str(ROOT))
 
-from panama_law import index as index_mod  # noqa: E402
-from panama_law import query, scope, search, text  # noqa: E402
+from panama_law import text  # noqa: E402
 from panama_law.evaluate import evaluate, load_items  # noqa: E402
-from panama_law.index import LoadedIndex  # noqa: E402
-from panama_law.lexicon import Lexicon  # noqa: E402
-from panama_law.search import SearchConfig, Searcher  # noqa: E402
+from panama_law.index import disk as index_mod  # noqa: E402
+from panama_law.index.disk import LoadedIndex  # noqa: E402
+from panama_law.retrieve import query, scope, search  # noqa: E402
+from panama_law.retrieve.lexicon import Lexicon  # noqa: E402
+from panama_law.retrieve.search import SearchConfig, Searcher  # noqa: E402
 
 
 @contextlib.contextmanager
@@ -94,11 +95,6 @@ def variants(loaded: LoadedIndex) -> list[Variant]:
         Variant("baseline", "the shipped search", kind="baseline"),
         Variant("no_abstain_foreign", "rule: another country's law", lambda c: replace(c, abstain_foreign=False)),
         Variant(
-            "no_abstain_unstated_quantity",
-            "rule: a quantity no shown article states",
-            lambda c: replace(c, abstain_unstated_quantity=False),
-        ),
-        Variant(
             "no_evidence_threshold",
             "constant: abstain_below (never abstain on evidence)",
             lambda c: replace(c, abstain_below=-math.inf),
@@ -106,8 +102,8 @@ def variants(loaded: LoadedIndex) -> list[Variant]:
         ),
         Variant(
             "no_rules_no_threshold",
-            "all three abstain mechanisms off",
-            lambda c: replace(c, abstain_below=-math.inf, abstain_foreign=False, abstain_unstated_quantity=False),
+            "both abstain mechanisms off",
+            lambda c: replace(c, abstain_below=-math.inf, abstain_foreign=False),
         ),
         Variant(
             "no_constitution_lexicon",
@@ -186,7 +182,7 @@ def variants(loaded: LoadedIndex) -> list[Variant]:
 
 
 def _city_names() -> frozenset[str]:
-    from panama_law import gazetteer
+    from panama_law.retrieve import gazetteer
 
     return gazetteer._names("foreign_cities.txt")
 

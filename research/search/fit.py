@@ -71,13 +71,11 @@ CANDIDATES: dict[str, Callable[[Candidate], float]] = {
     "log1p(lex_max)": lambda c: c.sig.log_lex_max,
     "gloss_max": lambda c: c.gloss_max,
 }
-# Abstain rules that need no fitting (`scope`): a question set in another country, or one asking for a quantity
-# that the articles to be shown do not state.
+# Abstain rules that need no fitting (`scope`): a question set in another country.
 SCOPE_RULES: dict[str, Callable[[Signals], bool]] = {
     "foreign": lambda s: s.foreign,
-    "unstated_quantity": lambda s: s.unstated_quantity,
 }
-RULE_SETS: tuple[tuple[str, ...], ...] = ((), ("foreign",), ("unstated_quantity",), ("foreign", "unstated_quantity"))
+RULE_SETS: tuple[tuple[str, ...], ...] = ((), ("foreign",))
 FEATURE_SETS: tuple[tuple[str, ...], ...] = (
     ("dense_max",),
     ("dense_max", "log1p(lex_max)"),
@@ -369,11 +367,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         searcher = Searcher(loaded)
         cfg = searcher.config
-        rules = [
-            name
-            for name, on in (("foreign", cfg.abstain_foreign), ("unstated_quantity", cfg.abstain_unstated_quantity))
-            if on
-        ]
+        rules = ["foreign"] if cfg.abstain_foreign else []
         report = fit_abstain(searcher, items, ABSTAIN_FEATURES, rules)
     print(json.dumps(report, indent=2))
     return 0
