@@ -37,7 +37,7 @@ from panama_law import text  # noqa: E402
 from panama_law.evaluate import evaluate, load_items  # noqa: E402
 from panama_law.index import disk as index_mod  # noqa: E402
 from panama_law.index.disk import LoadedIndex  # noqa: E402
-from panama_law.retrieve import query, scope, search  # noqa: E402
+from panama_law.retrieve import gazetteer, query, scope, search  # noqa: E402
 from panama_law.retrieve.lexicon import Lexicon  # noqa: E402
 from panama_law.retrieve.search import SearchConfig, Searcher  # noqa: E402
 
@@ -130,7 +130,7 @@ def variants(loaded: LoadedIndex) -> list[Variant]:
         Variant(
             "no_gazetteer_cities",
             "table: data/foreign_cities.txt (countries, capitals, states kept)",
-            patches=lambda: ((scope, "_PLACES", scope._Names(scope.PLACES - _city_names())),),
+            patches=lambda: ((scope, "_PLACES", scope._Names(gazetteer.PLACES - _city_names())),),
             kind="table",
         ),
         Variant(
@@ -182,8 +182,6 @@ def variants(loaded: LoadedIndex) -> list[Variant]:
 
 
 def _city_names() -> frozenset[str]:
-    from panama_law.retrieve import gazetteer
-
     return gazetteer._names("foreign_cities.txt")
 
 
