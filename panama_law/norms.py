@@ -12,11 +12,10 @@ import re
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
+from .contract import MAX_META_CHARS, MAX_URL_CHARS
 from .text import fold
 
 MAX_NAME_CHARS = 200
-MAX_META_CHARS = 200
-MAX_URL_CHARS = 2_000
 
 
 class NormError(ValueError):

@@ -135,3 +135,29 @@ def test_check_names_every_difference() -> None:
     with pytest.raises(ContractViolation) as info:
         check_tool("buscar", {"type": "object", "properties": {}, "required": ["q"]}, None)
     assert len(info.value.differences) == 4
+
+
+def test_the_search_server_speaks_the_workers_contract_and_never_looser() -> None:
+    """The embedded search server writes the contract down again (`panama_law/contract.py`), because it is a separate
+    program that must not import the worker. The two copies must agree: the same tool name and arguments, the same
+    result count and text limits, and no source field the server may emit that the worker would drop or refuse (a
+    link longer than the worker takes, a field it does not know)."""
+    from agent import contract as worker
+    from panama_law import contract as server
+
+    assert server.TOOL_NAME == worker.TOOL_NAME
+    assert server.INPUT_SCHEMA == worker.INPUT_SCHEMA
+    assert server.MAX_QUERY_CHARS == worker.MAX_QUERY_CHARS
+    assert server.MAX_RESULTS == worker.MAX_SOURCES == server.OUTPUT_SCHEMA["properties"]["results"]["maxItems"]
+    assert server.OUTPUT_SCHEMA["properties"]["results"]["items"] is server.SOURCE_SCHEMA
+    taken = worker.Source.model_fields
+    for name, rule in server.SOURCE_SCHEMA["properties"].items():
+        assert name in taken, f"the server may send {name!r}, which the worker drops"
+        limit = next(m.max_length for m in taken[name].metadata if hasattr(m, "max_length"))
+        assert rule.get("maxLength") == limit, f"{name!r}: server {rule.get('maxLength')}, worker {limit}"
+    assert server.SOURCE_SCHEMA["required"] == worker.SOURCE_SCHEMA["required"]
+    assert (server.MAX_EXCERPT_CHARS, server.MAX_META_CHARS, server.MAX_URL_CHARS) == (
+        worker.MAX_EXCERPT_CHARS,
+        worker.MAX_META_CHARS,
+        worker.MAX_URL_CHARS,
+    )

@@ -83,7 +83,7 @@ def test_no_module_over_the_line_budget(path: Path) -> None:
 PANAMA_LAW = Path("panama_law")
 # A stage imports only the stages below it and the shared base (top-level modules, and the package itself).
 STAGE = {"base": 0, "ingest": 1, "index": 2, "retrieve": 3, "serve": 4}
-LAW_BASE = {"panama_law", "norms", "text", "embedding", "settings"}
+LAW_BASE = {"panama_law", "contract", "norms", "text", "embedding", "settings"}
 LAW_ENTRY = {"__main__", "evaluate"}  # the command line's entries may reach every stage
 
 

@@ -25,13 +25,13 @@ from mcp.shared.exceptions import MCPError
 from starlette.testclient import TestClient
 
 from panama_law import embedding
+from panama_law.contract import INPUT_SCHEMA, TOOL_NAME
 from panama_law.evaluate import EvalItem, evaluate
 from panama_law.index import disk as index
 from panama_law.index.build import build_from_bytes, download_and_build, import_file
 from panama_law.ingest import corpus
 from panama_law.ingest.corpus import CorpusError
 from panama_law.retrieve.search import RANKINGS, Searcher
-from panama_law.serve.schema import INPUT_SCHEMA, TOOL_NAME
 from panama_law.serve.server import ServerState, build_app
 from panama_law.settings import SOURCE_SHA256
 from research.search.fit import fit_logistic, threshold

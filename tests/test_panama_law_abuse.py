@@ -25,8 +25,9 @@ import pytest
 
 from agent.mcp.errors import GatewayError
 from agent.mcp.gateway import GatewayOptions, McpGateway
+from panama_law.contract import INPUT_SCHEMA
 from panama_law.serve import server as server_module
-from panama_law.serve.schema import INPUT_SCHEMA, MAX_NORMALISED_CHARS, MAX_QUERY_TOKENS, QueryError, check_query_size
+from panama_law.serve.schema import MAX_NORMALISED_CHARS, MAX_QUERY_TOKENS, QueryError, check_query_size
 from panama_law.serve.server import ServerState
 from tests.ports import free_port
 from tests.search_server import serving_state

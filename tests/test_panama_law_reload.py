@@ -27,11 +27,12 @@ from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
 from panama_law import __main__ as cli
+from panama_law.contract import TOOL_NAME
 from panama_law.index import disk as index
 from panama_law.index.build import import_norms
 from panama_law.retrieve.search import Searcher
 from panama_law.serve import served
-from panama_law.serve.schema import TOOL_NAME, to_source
+from panama_law.serve.schema import to_source
 from panama_law.serve.server import TEST_DELAY_ENV
 from tests.norm_fixtures import norm_jsonl
 from tests.ports import free_port

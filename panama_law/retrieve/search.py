@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .. import embedding
+from ..contract import MAX_EXCERPT_CHARS, MAX_RESULTS
 from ..index.disk import LoadedIndex, Passage, plain_heading
 from ..index.passages import sentences
 from ..norms import Article, NormInfo
@@ -35,10 +36,6 @@ from .groupmax import GroupMax
 from .lexicon import CONSTITUTION
 from .query import query_terms
 from .scope import foreign_jurisdiction
-
-MAX_RESULTS = 3
-MAX_EXCERPT_CHARS = 750
-
 
 RANKINGS = ("lex_passage", "lex_article", "dense_passage", "dense_article")
 

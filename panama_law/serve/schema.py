@@ -1,8 +1,5 @@
-"""The `search_panama_law` contract as this server speaks it, and the mapping from a hit to a source.
-
-It mirrors what the Lexvoz gateway checks, duplicated on purpose: this is a separate program that must stay
-interchangeable with other servers of the same contract, so it does not import the worker's code.
-"""
+"""The contract (`panama_law.contract`) applied: a call's arguments checked, a hit mapped to a source, a result's
+plain-text rendering."""
 
 from __future__ import annotations
 
@@ -10,17 +7,15 @@ import unicodedata
 from typing import Any
 
 from .. import embedding
+from ..contract import (
+    MAX_CITATION_CHARS,
+    MAX_EXCERPT_CHARS,
+    MAX_QUERY_CHARS,
+    MAX_TITLE_CHARS,
+    NO_RESULTS_TEXT,
+)
 from ..retrieve.search import Hit
 
-TOOL_NAME = "search_panama_law"
-TOOL_DESCRIPTION = (
-    "Busca en las normas panameñas indexadas (la Constitución Política de la República de Panamá y las leyes y "
-    "códigos importados) los artículos pertinentes a una pregunta en español (coloquial o técnica). Devuelve hasta "
-    "3 fuentes con cita (norma y artículo), título (la ruta de Título y Capítulo) y el pasaje que mejor responde; "
-    "devuelve una lista vacía si ninguna norma indexada trata el tema."
-)
-NO_RESULTS_TEXT = "Sin resultados en las normas indexadas para esta consulta."
-MAX_QUERY_CHARS = 2_000
 # A query's size once normalised, checked before any search runs (`check_query_size`). The schema's 2,000
 # characters are counted as sent, but a search reads the query normalised: the encoder applies NFKC and the
 # lexical side folds with NFKD, and a single character can grow 18-fold ("\ufdfa"), so 2,000 of those were 36,000
@@ -32,46 +27,6 @@ MAX_QUERY_CHARS = 2_000
 # longer, for Hangul); it keeps counting the tokens cheap.
 MAX_NORMALISED_CHARS = MAX_QUERY_CHARS
 MAX_QUERY_TOKENS = 256
-MAX_TITLE_CHARS = 1_000
-MAX_CITATION_CHARS = 1_000
-MAX_EXCERPT_CHARS = 750
-MAX_RESULTS = 3
-
-INPUT_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "query": {
-            "type": "string",
-            "minLength": 1,
-            "maxLength": MAX_QUERY_CHARS,
-            "description": "La pregunta o los términos de búsqueda sobre derecho panameño.",
-        }
-    },
-    "required": ["query"],
-    "additionalProperties": False,
-}
-
-SOURCE_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "title": {"type": "string", "maxLength": MAX_TITLE_CHARS},
-        "citation": {"type": "string", "maxLength": MAX_CITATION_CHARS},
-        "excerpt": {"type": "string", "maxLength": MAX_EXCERPT_CHARS},
-        "date": {"type": "string"},
-        "gaceta": {"type": "string"},
-        "official_source_name": {"type": "string"},
-        "official_source_url": {"type": "string", "format": "uri"},
-    },
-    "required": ["title", "citation", "excerpt"],
-    "additionalProperties": False,
-}
-
-OUTPUT_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {"results": {"type": "array", "items": SOURCE_SCHEMA, "maxItems": MAX_RESULTS}},
-    "required": ["results"],
-    "additionalProperties": False,
-}
 
 
 class QueryError(ValueError):

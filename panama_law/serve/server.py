@@ -42,23 +42,14 @@ from starlette.routing import Route
 from starlette.types import ASGIApp
 
 from .. import __version__
+from ..contract import INPUT_SCHEMA, OUTPUT_SCHEMA, TOOL_DESCRIPTION, TOOL_NAME
 from ..index import disk as index
 from ..retrieve.search import Searcher
 from ..settings import LOOPBACK_NAMES, MCP_PATH
 from . import served
 from .access import BearerTokenMiddleware, HostCheck, transport_security
 from .fingerprint import Fingerprinter
-from .schema import (
-    INPUT_SCHEMA,
-    OUTPUT_SCHEMA,
-    TOOL_DESCRIPTION,
-    TOOL_NAME,
-    QueryError,
-    check_query_size,
-    text_rendering,
-    to_source,
-    validate_query,
-)
+from .schema import QueryError, check_query_size, text_rendering, to_source, validate_query
 from .sessions import SessionBounds
 
 log = logging.getLogger(__name__)
