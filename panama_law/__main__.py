@@ -9,6 +9,7 @@ import argparse
 import json
 import logging
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +28,7 @@ with a small law reloads in about half a second (bench/norm_reload.py), a second
 
 def _settings(args: argparse.Namespace) -> ServerSettings:
     overrides: dict[str, Any] = {}
-    for name in ("host", "port", "token", "data_dir", "source", "norms_dir"):
+    for name in ("host", "port", "token", "data_dir", "source", "norms_dir", "gloss_model"):
         value = getattr(args, name, None)
         if value is not None:
             overrides[name] = value
@@ -140,15 +141,21 @@ def _report_uptake(data_dir: Path, wait_s: float) -> None:
 
 
 def _cmd_import(settings: ServerSettings, args: argparse.Namespace) -> int:
-    from .index.build import import_folder, import_norms
+    from .index.build import import_folder, import_norms, write_file_glosses, write_folder_glosses
 
     path: Path = args.path
+    if args.write_glosses and args.glosses:
+        raise ValueError("--glosses imports a worksheet and --write-glosses writes one; use one of the two")
+    if args.glosses_out and not args.write_glosses:
+        raise ValueError("--glosses-out names the worksheet --write-glosses writes; give --write-glosses too")
     if path.is_dir():
-        if any(getattr(args, flag) for flag in ("norm", "date", "gaceta", "url", "glosses")):
+        if any(getattr(args, flag) for flag in ("norm", "date", "gaceta", "url", "glosses", "glosses_out")):
             raise ValueError(
-                "--norm/--date/--gaceta/--url/--glosses name one file; a folder's files use NAME.meta.json and "
-                "NAME.glosses.jsonl sidecars"
+                "--norm/--date/--gaceta/--url/--glosses/--glosses-out name one file; a folder's files use "
+                "NAME.meta.json and NAME.glosses.jsonl sidecars"
             )
+        if args.write_glosses:
+            write_folder_glosses(path, settings, args.yes)
         outcomes = import_folder(path, settings.data_dir)
         for o in outcomes:
             state = f"refused: {o.error}" if o.error else "unchanged" if o.unchanged else "imported"
@@ -164,6 +171,8 @@ def _cmd_import(settings: ServerSettings, args: argparse.Namespace) -> int:
         expected_sha256=settings.source_sha256 if not args.no_checksum else None,
         glosses=args.glosses,
     )
+    if args.write_glosses:  # then imported exactly as `--glosses WORKSHEET` would be
+        options = replace(options, glosses=write_file_glosses(path, options, settings, args.glosses_out, args.yes))
     for info in import_norms(path, settings.data_dir, options):
         print(f"imported {info.name}: {info.article_count} articles")
     print(f"index at {settings.data_dir}")
@@ -280,6 +289,14 @@ def parser() -> argparse.ArgumentParser:
         type=Path,
         help='callers\' wordings per article, one JSON line each: {"article": "12-A", "glosses": ["...", ...]}',
     )
+    imp.add_argument(
+        "--write-glosses",
+        action="store_true",
+        help="have an OpenAI model write the glosses (OPENAI_API_KEY), into NAME.glosses.jsonl, then import them",
+    )
+    imp.add_argument("--glosses-out", type=Path, help="where --write-glosses writes the worksheet")
+    imp.add_argument("--gloss-model", help="the model --write-glosses asks (env PANAMA_LAW_GLOSS_MODEL)")
+    imp.add_argument("--yes", action="store_true", help="accept --write-glosses' cost estimate without asking")
     imp.add_argument(
         "--no-checksum", action="store_true", help="accept a Constitution JSON that differs from the pinned sha256"
     )

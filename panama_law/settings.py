@@ -59,6 +59,13 @@ class ServerSettings(BaseSettings):
     # names and a specific bind address (`allowed_host_names`); a request naming any other host gets 421. Compose
     # sets `search`, the name the worker connects to.
     allowed_hosts: Annotated[tuple[str, ...], NoDecode] = ()
+    # `import --write-glosses`: the OpenAI text model that writes callers' glosses (OPENAI_API_KEY and
+    # OPENAI_BASE_URL are the SDK's own variables), its price per million tokens in and out for the estimate shown
+    # before a run (gpt-4o-mini's list price when this was written; set your model's), and a request's timeout.
+    gloss_model: str = Field(default="gpt-4o-mini", min_length=1)
+    gloss_price_in: float = Field(default=0.15, ge=0)
+    gloss_price_out: float = Field(default=0.60, ge=0)
+    gloss_timeout_s: float = Field(default=60.0, gt=0, le=600)
 
     @field_validator("token")
     @classmethod

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..ingest import corpus, glosses
-from ..ingest.sources import ImportOptions, ParsedNorm, is_norm_file, read_norms
-from ..norms import NormInfo
+from ..ingest.sources import GLOSSES_SIDECAR, ImportOptions, ParsedNorm, is_norm_file, read_norms
+from ..norms import NormError, NormInfo
 from ..settings import ServerSettings
 from . import disk as index
 from . import store
@@ -77,6 +77,72 @@ def import_folder(folder: Path, data_dir: Path) -> list[FolderOutcome]:
         except (ValueError, OSError, index.IndexLoadError) as exc:
             outcomes.append(FolderOutcome(path.name, error=str(exc)))
     return outcomes
+
+
+def _glossable(path: Path, options: ImportOptions) -> ParsedNorm:
+    """The one norm in `path`, read without any glosses file; refused if it has glosses of its own."""
+    parsed = read_norms(path, options, with_glosses=False)
+    if len(parsed) != 1:
+        raise NormError(f"{path.name} holds {len(parsed)} norms; --write-glosses writes one norm's worksheet")
+    (norm,) = parsed
+    if norm.info.kind == "constitution":
+        raise NormError("the Constitution's glosses ship with the package; --write-glosses is for other norms")
+    if norm.glosses:
+        raise NormError(f"{path.name} carries glosses on its lines; edit those, or drop them to have them written")
+    return norm
+
+
+def sidecar_for(path: Path) -> Path:
+    return path.with_name(path.name.rsplit(".", 1)[0] + GLOSSES_SIDECAR)
+
+
+def write_glosses(jobs: list[tuple[ParsedNorm, Path]], settings: ServerSettings, yes: bool) -> None:
+    """Each norm's glosses from the cache or the model, into its worksheet; nothing is imported here.
+
+    The estimate is shown and confirmed before the first request; a failure raises GlossError with the replies
+    paid for so far kept in the cache."""
+    from ..ingest import gloss_writer as gw
+
+    cache = gw.GlossCache(settings.data_dir / gw.CACHE_FILE)
+    pricing = gw.Pricing(settings.gloss_model, settings.gloss_price_in, settings.gloss_price_out)
+    plan = gw.plan((a for norm, _ in jobs for a in norm.articles), cache, pricing)
+    client = None
+    if plan.missing:
+        client = gw.client_from_env(settings.gloss_timeout_s)
+        gw.confirm(plan.summary(), yes)
+    else:
+        print(f"glosses: all {plan.total} articles are cached; nothing to pay", flush=True)
+    for norm, out in jobs:
+        glossed = gw.write(norm.articles, cache, client, settings.gloss_model)
+        gw.write_worksheet(out, norm.articles, glossed)
+        print(f"glosses worksheet for {norm.info.name}: {out}", flush=True)
+
+
+def write_file_glosses(
+    path: Path, options: ImportOptions, settings: ServerSettings, out: Path | None, yes: bool
+) -> Path:
+    """`import FILE --write-glosses`: the worksheet written (beside the file unless `out` is given); its path."""
+    target = out or sidecar_for(path)
+    write_glosses([(_glossable(path, options), target)], settings, yes)
+    return target
+
+
+def write_folder_glosses(folder: Path, settings: ServerSettings, yes: bool) -> None:
+    """`import FOLDER --write-glosses`: a NAME.glosses.jsonl for each norm file without one. A file that already
+    has one keeps it (a team's edits are never overwritten), and a file that cannot be read is left for the
+    import to report."""
+    if not folder.is_dir():
+        raise corpus.CorpusError(f"norms folder {folder} is not a directory")
+    jobs: list[tuple[ParsedNorm, Path]] = []
+    for path in sorted(p for p in folder.iterdir() if is_norm_file(p)):
+        if sidecar_for(path).exists():
+            continue
+        try:
+            jobs.append((_glossable(path, ImportOptions(expected_sha256=None)), sidecar_for(path)))
+        except (ValueError, OSError) as exc:
+            print(f"{path.name}: no glosses written ({exc})", flush=True)
+    if jobs:
+        write_glosses(jobs, settings, yes)
 
 
 def log_outcomes(outcomes: list[FolderOutcome]) -> None:

@@ -142,11 +142,13 @@ def _decode(data: bytes, path: Path) -> str:
     raise NormError(f"{path.name} is neither UTF-8 nor Windows-1252 text")
 
 
-def read_norms(path: Path, opts: ImportOptions | None = None) -> list[ParsedNorm]:
-    """Parse `path` into one or more norms (a .jsonl may hold several), with their glosses; NormError /
+def read_norms(path: Path, opts: ImportOptions | None = None, *, with_glosses: bool = True) -> list[ParsedNorm]:
+    """Parse `path` into one or more norms (a .jsonl may hold several), with their glosses (but for
+    `with_glosses=False`, none from a glosses file: the norm a worksheet is about to be written for); NormError /
     CorpusError when refused."""
     opts = opts or ImportOptions()
-    return _with_glosses(path, _read_norms(path, opts), opts)
+    norms = _read_norms(path, opts)
+    return _with_glosses(path, norms, opts) if with_glosses else norms
 
 
 def _read_norms(path: Path, opts: ImportOptions) -> list[ParsedNorm]:

@@ -1,0 +1,343 @@
+"""Callers' glosses written by an OpenAI text model at import (`import --write-glosses`).
+
+Glosses lift a team's own law in search as much as they lift the Constitution (`panama_law.ingest.glosses`), but nobody
+writes 4-8 of them by hand for every article of a code. This asks the operator's model for them, one article at a
+time, with a structured reply (a pydantic model as the response format), and hands the team the result as the
+worksheet `import --glosses` reads, so the glosses can be read, edited and imported again.
+
+Paying for the same article twice is what an operator notices first, so every reply is appended to a cache in the
+data dir (`gloss_cache.jsonl`, flushed and fsynced line by line) keyed by the article's text, the prompt version
+and the model: a re-import pays only for edited articles, and a run stopped by Ctrl-C or a failure resumes where
+it stopped. Rate limits and transient failures are retried with backoff (honouring Retry-After); a refused key or
+an exhausted quota stops at once with one line, before anything is imported.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import sys
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, ValidationError
+
+from . import glosses
+from ..norms import Article, NormError
+
+if TYPE_CHECKING:
+    from openai import OpenAI
+    from tenacity import RetryCallState
+
+log = logging.getLogger(__name__)
+
+PROMPT_VERSION = "1"
+"""Part of every cache key: a changed prompt writes new glosses rather than reusing the old prompt's."""
+CACHE_FILE = "gloss_cache.jsonl"
+CHARS_PER_TOKEN = 4.0
+"""Spanish legal text runs about four characters per token: enough for an estimate, which is all it claims."""
+OUTPUT_TOKENS_PER_ARTICLE = 350
+"""About 6-8 short glosses and the JSON around them."""
+MAX_ATTEMPTS = 5
+RETRY_WAIT_BASE_S = 1.0
+RETRY_WAIT_MAX_S = 60.0
+PROGRESS_EVERY = 10
+
+SYSTEM_PROMPT = """\
+Escribes "glosas" para un buscador de leyes panameñas que atiende a personas comunes por voz. Una glosa es lo que \
+diría alguien que necesita este artículo sin conocerlo: nunca se muestra, solo ayuda a encontrar el artículo.
+
+Para el artículo que te dan, escribe en español de Panamá, en minúsculas, sin signos de puntuación ni tildes \
+obligatorias, como se transcribe el habla:
+- preguntas: 1 a 3 preguntas cotidianas que este artículo responde, con palabras de la calle.
+- situaciones: 2 a 3 situaciones en primera persona ("a mi me...", "mi vecino...") de quien tiene el problema \
+que el artículo resuelve; nunca nombres el concepto jurídico ni cites la ley o el artículo.
+- sinonimos: 1 a 2 frases que digan el asunto con sinónimos comunes, no con los términos del artículo.
+
+Cada glosa tiene menos de 200 caracteres. No inventes lo que el artículo no dice. Usa voces distintas: \
+jóvenes, mayores, trabajadores, dueños de negocio, vecinos."""
+
+
+class ArticleGlosses(BaseModel):
+    """The reply's shape: three kinds of callers' wording, as the shipped glosses mix them."""
+
+    preguntas: list[str]
+    situaciones: list[str]
+    sinonimos: list[str]
+
+    def texts(self) -> tuple[str, ...]:
+        """Non-empty, within the import limits (`glosses.check`), in the order a worksheet shows them."""
+        seen: dict[str, None] = {}
+        for text in (*self.preguntas, *self.situaciones, *self.sinonimos):
+            clean = " ".join(text.split())
+            if clean and len(clean) <= glosses.MAX_GLOSS_CHARS:
+                seen.setdefault(clean, None)
+        return tuple(seen)[: glosses.MAX_GLOSSES]
+
+
+class GlossError(ValueError):
+    """The model cannot write the glosses (no key, refused key, quota, malformed replies); one line says which."""
+
+
+def user_prompt(article: Article) -> str:
+    """The article as the model sees it: its headings for context and its text, never the norm's name (the cache
+    key is the text alone, so the same article in another norm reuses its glosses)."""
+    context = " / ".join(article.headings)
+    return (f"Ubicación: {context}\n" if context else "") + f"Texto del artículo:\n{article.text}"
+
+
+def cache_key(article: Article, model: str) -> str:
+    h = hashlib.sha256()
+    for part in (PROMPT_VERSION, model, user_prompt(article)):
+        h.update(part.encode())
+        h.update(b"\0")
+    return h.hexdigest()
+
+
+class GlossCache:
+    """Append-only JSON lines {"key", "glosses"}: each reply is on disk before the next request is sent.
+
+    A line torn by a crash (the last one, unterminated or not JSON) is skipped on reading: that article is simply
+    asked again."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.entries: dict[str, tuple[str, ...]] = {}
+        try:
+            lines = path.read_text(encoding="utf-8").splitlines()
+        except FileNotFoundError:
+            lines = []
+        for line in lines:
+            try:
+                row = json.loads(line)
+                self.entries[str(row["key"])] = tuple(str(g) for g in row["glosses"])
+            except (json.JSONDecodeError, KeyError, TypeError):
+                continue
+
+    def get(self, key: str) -> tuple[str, ...] | None:
+        return self.entries.get(key)
+
+    def put(self, key: str, texts: tuple[str, ...]) -> None:
+        line = json.dumps({"key": key, "glosses": list(texts)}, ensure_ascii=False) + "\n"
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self.path.open("a", encoding="utf-8") as fh:
+            if fh.tell() and not self._ends_with_newline():
+                fh.write("\n")  # a torn last line stays on its own, skipped when read
+            fh.write(line)
+            fh.flush()
+            os.fsync(fh.fileno())
+        self.entries[key] = texts
+
+    def _ends_with_newline(self) -> bool:
+        with self.path.open("rb") as fh:
+            fh.seek(-1, os.SEEK_END)
+            return fh.read(1) == b"\n"
+
+
+@dataclass(frozen=True, slots=True)
+class Pricing:
+    model: str
+    price_in_per_m: float
+    price_out_per_m: float
+
+
+@dataclass(slots=True)
+class Plan:
+    """What a run will ask for: the articles not in the cache, with an estimate of what they cost."""
+
+    pricing: Pricing
+    total: int = 0
+    missing: list[Article] = field(default_factory=list)
+
+    @property
+    def tokens_in(self) -> int:
+        prompt = len(SYSTEM_PROMPT) + 400  # the schema the SDK sends with each request
+        return round(sum(prompt + len(user_prompt(a)) for a in self.missing) / CHARS_PER_TOKEN)
+
+    @property
+    def tokens_out(self) -> int:
+        return OUTPUT_TOKENS_PER_ARTICLE * len(self.missing)
+
+    @property
+    def cost(self) -> float:
+        p = self.pricing
+        return (self.tokens_in * p.price_in_per_m + self.tokens_out * p.price_out_per_m) / 1_000_000
+
+    def summary(self) -> str:
+        p = self.pricing
+        cached = self.total - len(self.missing)
+        return (
+            f"glosses: {self.total} articles, {len(self.missing)} to write with {p.model} ({cached} cached); "
+            f"about {self.tokens_in:,} tokens in and {self.tokens_out:,} out, about ${self.cost:.4f} at "
+            f"${p.price_in_per_m:g}/${p.price_out_per_m:g} per million tokens in/out "
+            "(an estimate from the article text: the bill is what the provider counts)"
+        )
+
+
+def plan(articles: Iterable[Article], cache: GlossCache, pricing: Pricing) -> Plan:
+    out = Plan(pricing)
+    seen: set[str] = set()
+    for article in articles:
+        out.total += 1
+        key = cache_key(article, pricing.model)
+        if cache.get(key) is None and key not in seen:
+            seen.add(key)
+            out.missing.append(article)
+    return out
+
+
+def confirm(summary: str, yes: bool, ask: Callable[[str], str] = input) -> None:
+    """Print the estimate; go on with `--yes`, or when a person at a terminal says so; GlossError otherwise."""
+    print(summary, flush=True)
+    if yes:
+        return
+    if not sys.stdin.isatty():
+        raise GlossError("not writing glosses without confirmation: pass --yes to accept the estimate above")
+    if ask("go on? [y/N] ").strip().lower() not in ("y", "yes", "s", "si", "sí"):
+        raise GlossError("not writing glosses: not confirmed")
+
+
+def _retry_after(exc: BaseException) -> float | None:
+    from openai import APIStatusError
+
+    if not isinstance(exc, APIStatusError):
+        return None
+    for header, divisor in (("retry-after-ms", 1000.0), ("retry-after", 1.0)):
+        value = exc.response.headers.get(header)
+        if value is not None:
+            try:
+                return min(RETRY_WAIT_MAX_S, max(0.0, float(value) / divisor))
+            except ValueError:
+                continue
+    return None
+
+
+def _transient(exc: BaseException) -> bool:
+    """429 (but not an exhausted quota), 5xx, timeouts, dropped connections, and a reply that broke the schema."""
+    import openai
+
+    if isinstance(exc, openai.RateLimitError):
+        return exc.code != "insufficient_quota"
+    return isinstance(
+        exc, (openai.InternalServerError, openai.APIConnectionError, _Malformed)
+    )  # APITimeoutError is an APIConnectionError
+
+
+def _wait(state: RetryCallState) -> float:
+    backoff = min(RETRY_WAIT_MAX_S, RETRY_WAIT_BASE_S * 2 ** (state.attempt_number - 1))
+    exc = state.outcome.exception() if state.outcome else None
+    after = _retry_after(exc) if exc else None
+    return float(max(backoff, after)) if after is not None else float(backoff)
+
+
+class _Malformed(Exception):
+    """The reply did not fit `ArticleGlosses` (not JSON, a missing field, cut short, refused)."""
+
+
+def _ask(client: OpenAI, model: str, article: Article) -> tuple[tuple[str, ...], int, int]:
+    import openai
+
+    try:
+        completion = client.chat.completions.parse(
+            model=model,
+            messages=[
+                {"role": "system", "content": SYSTEM_PROMPT},
+                {"role": "user", "content": user_prompt(article)},
+            ],
+            response_format=ArticleGlosses,
+        )
+    except (ValidationError, openai.LengthFinishReasonError, openai.ContentFilterFinishReasonError) as exc:
+        raise _Malformed(type(exc).__name__) from exc
+    choice = completion.choices[0] if completion.choices else None
+    parsed = choice.message.parsed if choice else None
+    if parsed is None or not parsed.texts():
+        raise _Malformed("no glosses in the reply")
+    usage = completion.usage
+    return parsed.texts(), usage.prompt_tokens if usage else 0, usage.completion_tokens if usage else 0
+
+
+def _one_line(exc: BaseException, article: Article) -> GlossError:
+    import openai
+
+    where = f"artículo {article.label}"
+    if isinstance(exc, (openai.AuthenticationError, openai.PermissionDeniedError)):
+        return GlossError(f"the model endpoint refused the key (HTTP {exc.status_code}): check OPENAI_API_KEY")
+    if isinstance(exc, openai.RateLimitError) and exc.code == "insufficient_quota":
+        return GlossError("the model endpoint says the account's quota is used up (insufficient_quota)")
+    if isinstance(exc, _Malformed):
+        return GlossError(f"the model's reply for {where} did not fit the glosses schema after {MAX_ATTEMPTS} tries")
+    if isinstance(exc, openai.APIStatusError):
+        reason = "kept failing" if _transient(exc) else "refused the request"
+        return GlossError(f"the model endpoint {reason} at {where} (HTTP {exc.status_code}); run again to resume")
+    return GlossError(f"cannot reach the model endpoint at {where} ({type(exc).__name__}); run again to resume")
+
+
+def client_from_env(timeout_s: float) -> OpenAI:
+    """The official SDK client on OPENAI_API_KEY / OPENAI_BASE_URL; its own retries off (ours honour Retry-After
+    and know which failures are worth another try)."""
+    from openai import OpenAI
+
+    if not os.environ.get("OPENAI_API_KEY", "").strip():
+        raise GlossError("--write-glosses needs OPENAI_API_KEY (and OPENAI_BASE_URL for an endpoint other than OpenAI)")
+    return OpenAI(max_retries=0, timeout=timeout_s)
+
+
+def write(
+    articles: Sequence[Article], cache: GlossCache, client: OpenAI | None, model: str
+) -> dict[int, tuple[str, ...]]:
+    """Glosses by article position, from the cache or the model (`client` is None when all are cached); each reply
+    is cached as it arrives."""
+    from tenacity import Retrying, retry_if_exception, stop_after_attempt
+
+    out: dict[int, tuple[str, ...]] = {}
+    asked = used_in = used_out = 0
+    todo = sum(1 for a in articles if cache.get(cache_key(a, model)) is None)
+    for pos, article in enumerate(articles):
+        key = cache_key(article, model)
+        cached = cache.get(key)
+        if cached is None:
+            if client is None:
+                raise GlossError(f"no model client for artículo {article.label}, which is not cached")
+            retrying = Retrying(
+                stop=stop_after_attempt(MAX_ATTEMPTS),
+                wait=_wait,
+                retry=retry_if_exception(_transient),
+                reraise=True,
+            )
+            try:
+                cached, tin, tout = retrying(_ask, client, model, article)
+            except KeyboardInterrupt:
+                raise GlossError(f"interrupted; {asked} replies are cached, run again to resume") from None
+            except Exception as exc:
+                raise _one_line(exc, article) from exc
+            cache.put(key, cached)
+            asked, used_in, used_out = asked + 1, used_in + tin, used_out + tout
+            if asked % PROGRESS_EVERY == 0 or asked == todo:
+                print(f"glosses: {asked}/{todo} articles written", flush=True)
+        out[pos] = cached
+    if asked:
+        print(f"glosses: the endpoint counted {used_in:,} tokens in and {used_out:,} out", flush=True)
+    return out
+
+
+def worksheet_rows(articles: Sequence[Article], glossed: dict[int, tuple[str, ...]]) -> list[dict[str, Any]]:
+    """The rows `python -m panama_law glosses NAME` prints and `import --glosses` reads."""
+    return [
+        {"article": a.label, "headings": list(a.headings), "text": a.text, "glosses": list(glossed.get(i, ()))}
+        for i, a in enumerate(articles)
+    ]
+
+
+def write_worksheet(path: Path, articles: Sequence[Article], glossed: dict[int, tuple[str, ...]]) -> None:
+    """Written whole to a temporary file and renamed over `path`, so a team never finds half a worksheet."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    lines = [json.dumps(row, ensure_ascii=False) for row in worksheet_rows(articles, glossed)]
+    try:
+        tmp.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError as exc:
+        raise NormError(f"cannot write the glosses worksheet {path.name}: {exc.strerror or exc}") from exc
