@@ -336,6 +336,8 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("mcp").setLevel(logging.WARNING)  # the SDK logs one INFO line per request otherwise
     logging.getLogger("watchfiles").setLevel(logging.WARNING)  # one INFO line per file event otherwise
+    for name in ("httpx", "httpx2", "openai"):  # `import --write-glosses`: one INFO line per model request otherwise
+        logging.getLogger(name).setLevel(logging.WARNING)
     try:
         settings = _settings(args)
         if args.command == "serve":

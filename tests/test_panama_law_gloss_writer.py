@@ -1,0 +1,261 @@
+"""`import --write-glosses` against a local stand-in of the Chat Completions endpoint, through the real openai SDK.
+
+Pins: the worksheet is written and imported as `--glosses` would import it (a gloss's wording finds its article),
+the estimate is confirmed before anything is paid, the cache makes a re-run free and a failed run resumable, rate
+limits and transient failures are retried (Retry-After honoured), and a refused key, an exhausted quota or a
+malformed reply is one line on stderr with the index left as it was.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from panama_law import __main__ as cli
+from panama_law.index import disk as index
+from panama_law.ingest import gloss_writer, glosses
+from panama_law.ingest.sources import ImportOptions, read_norms
+from panama_law.retrieve.search import Searcher
+from tests.gloss_endpoint import AUTH_BODY, QUOTA_BODY, Failure, GlossEndpoint, running
+from tests.norm_fixtures import LEY_NAME, LEY_TXT
+
+RATE_LIMIT_BODY = {"error": {"message": "Rate limit reached", "type": "requests", "code": "rate_limit_exceeded"}}
+
+
+@pytest.fixture
+def endpoint(monkeypatch: pytest.MonkeyPatch) -> Iterator[GlossEndpoint]:
+    with running() as ep:
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-test-key")
+        monkeypatch.setenv("OPENAI_BASE_URL", ep.url)
+        monkeypatch.setattr(gloss_writer, "RETRY_WAIT_BASE_S", 0.01)
+        yield ep
+
+
+@pytest.fixture
+def data_dir(tmp_path: Path, built_dir: Path) -> Path:
+    out = tmp_path / "index"
+    out.mkdir()
+    shutil.copy(index.index_path(built_dir), index.index_path(out))
+    return out
+
+
+@pytest.fixture
+def law(tmp_path: Path) -> Path:
+    folder = tmp_path / "ley"
+    folder.mkdir()
+    return Path(shutil.copy(LEY_TXT, folder / LEY_TXT.name))
+
+
+def _articles() -> int:
+    (parsed,) = read_norms(LEY_TXT, ImportOptions(norm=LEY_NAME, expected_sha256=None))
+    return len(parsed.articles)
+
+
+def _run(capsys: pytest.CaptureFixture[str], data_dir: Path, law: Path, *extra: str) -> tuple[int, str, str]:
+    capsys.readouterr()
+    rc = cli.main(["import", str(law), "--norm", LEY_NAME, "--data-dir", str(data_dir), "--wait", "0", *extra])
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def _worksheet(law: Path) -> list[dict[str, object]]:
+    path = law.with_name("ley_de_prueba.glosses.jsonl")
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+def _one_error_line(err: str, *needles: str) -> None:
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), err
+    for needle in needles:
+        assert needle in lines[0]
+
+
+def test_the_model_writes_a_worksheet_that_is_imported_as_glosses_and_searched(
+    endpoint: GlossEndpoint, data_dir: Path, law: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rc, out, err = _run(capsys, data_dir, law, "--write-glosses", "--yes", "--gloss-model", "modelo-de-prueba")
+    assert rc == 0, err
+    n = _articles()
+    assert len(endpoint.requests) == n
+    assert f"glosses: {n} articles, {n} to write with modelo-de-prueba (0 cached)" in out
+    assert f"glosses: {n}/{n} articles written" in out
+    schema = endpoint.schemas[0]
+    assert schema["type"] == "json_schema"
+    assert set(schema["json_schema"]["schema"]["properties"]) == {"preguntas", "situaciones", "sinonimos"}
+    rows = _worksheet(law)
+    assert [r["article"] for r in rows][:2] == ["1", "2"] and all(r["glosses"] for r in rows)
+    stored = index.norm_glosses(data_dir, LEY_NAME)
+    assert [list(stored[i]) for i in range(n)] == [r["glosses"] for r in rows]
+    third = next(r for r in rows if r["article"] == "3")
+    question = str(third["glosses"][0])  # type: ignore[index]
+    hits = Searcher(index.load(data_dir)).search(question)  # the law alone ranks artículo 4 first for it
+    assert hits[0].article.citation == f"{LEY_NAME}, artículo 3"
+    # The worksheet is the form `import --glosses` reads: edited and imported again, the edit is what is indexed.
+    third["glosses"] = ["una glosa escrita a mano por el equipo"]
+    law.with_name("ley_de_prueba.glosses.jsonl").write_text(
+        "\n".join(json.dumps(r, ensure_ascii=False) for r in rows) + "\n", encoding="utf-8"
+    )
+    assert glosses.read(law.with_name("ley_de_prueba.glosses.jsonl"))["3"] == (
+        "una glosa escrita a mano por el equipo",
+    )
+    rc, _, err = _run(capsys, data_dir, law, "--glosses", str(law.with_name("ley_de_prueba.glosses.jsonl")))
+    assert rc == 0, err
+    assert index.norm_glosses(data_dir, LEY_NAME)[2] == ("una glosa escrita a mano por el equipo",)
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_the_estimate_is_confirmed_before_anything_is_paid(
+    endpoint: GlossEndpoint,
+    data_dir: Path,
+    law: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    before = index.index_path(data_dir).read_bytes()
+    rc, out, err = _run(capsys, data_dir, law, "--write-glosses")  # stdin is not a terminal here
+    assert rc == 1 and endpoint.requests == []
+    _one_error_line(err, "pass --yes")
+    assert "$" in out and "per million tokens" in out and "an estimate" in out
+    monkeypatch.setattr(sys, "stdin", _Terminal("n\n"))
+    rc, _, err = _run(capsys, data_dir, law, "--write-glosses")
+    assert rc == 1 and endpoint.requests == []
+    _one_error_line(err, "not confirmed")
+    assert index.index_path(data_dir).read_bytes() == before
+    monkeypatch.setattr(sys, "stdin", _Terminal("s\n"))
+    rc, _, err = _run(capsys, data_dir, law, "--write-glosses")
+    assert rc == 0, err
+    assert len(endpoint.requests) == _articles()
+
+
+def test_a_second_run_pays_nothing_and_an_edited_article_pays_once(
+    endpoint: GlossEndpoint, data_dir: Path, law: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert _run(capsys, data_dir, law, "--write-glosses", "--yes")[0] == 0
+    first = len(endpoint.requests)
+    rc, out, _ = _run(capsys, data_dir, law, "--write-glosses")  # no --yes needed: nothing to pay
+    assert rc == 0 and len(endpoint.requests) == first
+    assert f"all {first} articles are cached" in out
+    text = law.read_text(encoding="utf-8")
+    edited = "es la autoridad encargada de aplicar esta Ley y de publicar sus informes"
+    law.write_text(text.replace("es la autoridad encargada de aplicar esta Ley", edited), encoding="utf-8")
+    rc, out, err = _run(capsys, data_dir, law, "--write-glosses", "--yes")
+    assert rc == 0, err
+    assert len(endpoint.requests) == first + 1 and "publicar sus informes" in endpoint.requests[-1]
+    assert f"{first} articles, 1 to write" in out
+
+
+@pytest.mark.parametrize("failure", [Failure(500), Failure(drop=True)], ids=["500-storm", "dropped-connection"])
+def test_a_run_that_fails_midway_keeps_what_was_paid_and_the_rerun_asks_only_the_rest(
+    endpoint: GlossEndpoint, data_dir: Path, law: Path, capsys: pytest.CaptureFixture[str], failure: Failure
+) -> None:
+    before = index.index_path(data_dir).read_bytes()
+    k = 5
+    endpoint.fail_from = (k, failure)
+    rc, _, err = _run(capsys, data_dir, law, "--write-glosses", "--yes")
+    assert rc == 1
+    _one_error_line(err, "run again to resume")
+    assert len(endpoint.requests) == k - 1 + gloss_writer.MAX_ATTEMPTS  # the failing one retried, then given up
+    assert index.index_path(data_dir).read_bytes() == before  # nothing imported
+    assert not law.with_name("ley_de_prueba.glosses.jsonl").exists()
+    paid = set(endpoint.requests[: k - 1])
+    endpoint.fail_from, endpoint.requests = None, []
+    rc, _, err = _run(capsys, data_dir, law, "--write-glosses", "--yes")
+    assert rc == 0, err
+    assert len(endpoint.requests) == _articles() - (k - 1) and not paid & set(endpoint.requests)
+
+
+def test_rate_limits_and_transient_failures_are_retried_honouring_retry_after(
+    endpoint: GlossEndpoint, data_dir: Path, law: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    endpoint.failures = {
+        2: Failure(429, RATE_LIMIT_BODY, headers={"Retry-After": "1"}),
+        5: Failure(503),
+        6: Failure(drop=True),
+    }
+    rc, _, err = _run(capsys, data_dir, law, "--write-glosses", "--yes")
+    assert rc == 0, err
+    assert len(endpoint.requests) == _articles() + 3
+    assert endpoint.requests[1] == endpoint.requests[2]  # the limited request, asked again
+    assert endpoint.times[2] - endpoint.times[1] >= 1.0  # after the Retry-After, not the 10 ms backoff
+    assert endpoint.times[4] - endpoint.times[3] < 0.9
+
+
+@pytest.mark.parametrize(
+    ("failure", "needle", "requests"),
+    [
+        (Failure(429, QUOTA_BODY), "quota is used up", 1),
+        (Failure(403, AUTH_BODY), "refused the key (HTTP 403)", 1),
+        (Failure(malformed=True), "did not fit the glosses schema", gloss_writer.MAX_ATTEMPTS),
+    ],
+    ids=["quota", "forbidden", "malformed"],
+)
+def test_what_retrying_cannot_fix_is_one_line_and_the_index_is_unchanged(
+    endpoint: GlossEndpoint,
+    data_dir: Path,
+    law: Path,
+    capsys: pytest.CaptureFixture[str],
+    failure: Failure,
+    needle: str,
+    requests: int,
+) -> None:
+    before = index.index_path(data_dir).read_bytes()
+    endpoint.fail_from = (1, failure)
+    rc, _, err = _run(capsys, data_dir, law, "--write-glosses", "--yes")
+    assert rc == 1
+    _one_error_line(err, needle)
+    assert len(endpoint.requests) == requests
+    assert index.index_path(data_dir).read_bytes() == before
+
+
+def test_a_refused_key_is_one_line_on_stderr_from_the_real_command(
+    endpoint: GlossEndpoint, data_dir: Path, law: Path
+) -> None:
+    """Run as an operator runs it: the SDK's and HTTP client's own logging must not add lines."""
+    before = index.index_path(data_dir).read_bytes()
+    endpoint.fail_from = (1, Failure(401, AUTH_BODY))
+    argv = ["import", str(law), "--norm", LEY_NAME, "--data-dir", str(data_dir), "--write-glosses", "--yes"]
+    done = subprocess.run(
+        [sys.executable, "-m", "panama_law", *argv], capture_output=True, text=True, timeout=60, env=dict(os.environ)
+    )
+    assert done.returncode == 1
+    _one_error_line(done.stderr, "refused the key (HTTP 401)", "OPENAI_API_KEY")
+    assert len(endpoint.requests) == 1
+    assert index.index_path(data_dir).read_bytes() == before
+
+
+def test_no_key_is_one_line_before_any_request(
+    endpoint: GlossEndpoint,
+    data_dir: Path,
+    law: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY")
+    rc, _, err = _run(capsys, data_dir, law, "--write-glosses", "--yes")
+    assert rc == 1 and endpoint.requests == []
+    _one_error_line(err, "needs OPENAI_API_KEY")
+
+
+def test_a_folder_gets_a_worksheet_for_each_law_without_one(
+    endpoint: GlossEndpoint, data_dir: Path, law: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    shutil.copy(LEY_TXT.with_name("ley_de_prueba.meta.json"), law.with_name("ley_de_prueba.meta.json"))
+    capsys.readouterr()
+    argv = ["import", str(law.parent), "--data-dir", str(data_dir), "--wait", "0", "--write-glosses", "--yes"]
+    assert cli.main(argv) == 0, capsys.readouterr().err
+    assert len(endpoint.requests) == _articles()
+    assert len(index.norm_glosses(data_dir, LEY_NAME)) == _articles()
+    assert cli.main(argv) == 0  # the worksheet now beside the law is the team's: kept, not written again
+    assert len(endpoint.requests) == _articles()
