@@ -259,3 +259,15 @@ def test_a_folder_gets_a_worksheet_for_each_law_without_one(
     assert len(index.norm_glosses(data_dir, LEY_NAME)) == _articles()
     assert cli.main(argv) == 0  # the worksheet now beside the law is the team's: kept, not written again
     assert len(endpoint.requests) == _articles()
+
+
+def test_a_cache_line_torn_by_a_crash_is_skipped_and_the_rest_kept(tmp_path: Path) -> None:
+    cache = gloss_writer.GlossCache(tmp_path / gloss_writer.CACHE_FILE)
+    cache.put("a", ("primera glosa",))
+    cache.put("b", ("segunda glosa",))
+    with cache.path.open("a", encoding="utf-8") as fh:
+        fh.write('{"key": "c", "glosses": ["cortada a me')  # the process died mid-write
+    reread = gloss_writer.GlossCache(cache.path)
+    assert reread.entries == {"a": ("primera glosa",), "b": ("segunda glosa",)}
+    reread.put("c", ("escrita otra vez",))
+    assert gloss_writer.GlossCache(cache.path).entries["c"] == ("escrita otra vez",)
