@@ -198,18 +198,13 @@ def _cmd_glosses(settings: ServerSettings, name: str) -> int:
     needs each article's label as the index knows it and its text at hand; the lines carry both, with the
     heading path and any glosses the norm has now, so a worksheet filled in and imported again round-trips."""
     from .index.disk import list_norms, norm_articles, norm_glosses
+    from .ingest.gloss_writer import worksheet_rows
 
     names = [info.name for info in list_norms(settings.data_dir)]
     if name not in names:  # worded as `remove` words it
         raise ValueError(f"no norm named {name!r} in the index (indexed: {', '.join(names) or 'none'})")
-    glossed = norm_glosses(settings.data_dir, name)
-    for pos, article in enumerate(norm_articles(settings.data_dir, name)):
-        row = {
-            "article": article.label,
-            "headings": list(article.headings),
-            "text": article.text,
-            "glosses": list(glossed.get(pos, ())),
-        }
+    articles = norm_articles(settings.data_dir, name)
+    for row in worksheet_rows(articles, norm_glosses(settings.data_dir, name)):  # as `import --write-glosses`
         print(json.dumps(row, ensure_ascii=False))
     return 0
 

@@ -16,6 +16,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -176,6 +177,31 @@ def test_a_run_that_fails_midway_keeps_what_was_paid_and_the_rerun_asks_only_the
     assert len(endpoint.requests) == _articles() - (k - 1) and not paid & set(endpoint.requests)
 
 
+def test_ctrl_c_keeps_the_replies_already_paid_for(
+    endpoint: GlossEndpoint,
+    data_dir: Path,
+    law: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    ask, calls = gloss_writer._ask, []
+
+    def interrupted_on_the_third(*args: Any) -> Any:
+        calls.append(args)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return ask(*args)
+
+    monkeypatch.setattr(gloss_writer, "_ask", interrupted_on_the_third)
+    rc, _, err = _run(capsys, data_dir, law, "--write-glosses", "--yes")
+    assert rc == 1 and len(endpoint.requests) == 2
+    _one_error_line(err, "interrupted; 2 replies are cached")
+    monkeypatch.setattr(gloss_writer, "_ask", ask)
+    assert _run(capsys, data_dir, law, "--write-glosses", "--yes")[0] == 0
+    assert len(endpoint.requests) == _articles()  # 2 before the interruption, the rest after: none twice
+    assert len(set(endpoint.requests)) == _articles()
+
+
 def test_rate_limits_and_transient_failures_are_retried_honouring_retry_after(
     endpoint: GlossEndpoint, data_dir: Path, law: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -198,8 +224,9 @@ def test_rate_limits_and_transient_failures_are_retried_honouring_retry_after(
         (Failure(429, QUOTA_BODY), "quota is used up", 1),
         (Failure(403, AUTH_BODY), "refused the key (HTTP 403)", 1),
         (Failure(malformed=True), "did not fit the glosses schema", gloss_writer.MAX_ATTEMPTS),
+        (Failure(404, {"error": {"message": "The model `nada` does not exist"}}), "`nada` does not exist", 1),
     ],
-    ids=["quota", "forbidden", "malformed"],
+    ids=["quota", "forbidden", "malformed", "unknown-model"],
 )
 def test_what_retrying_cannot_fix_is_one_line_and_the_index_is_unchanged(
     endpoint: GlossEndpoint,

@@ -270,9 +270,11 @@ def _one_line(exc: BaseException, article: Article) -> GlossError:
         return GlossError("the model endpoint says the account's quota is used up (insufficient_quota)")
     if isinstance(exc, _Malformed):
         return GlossError(f"the model's reply for {where} did not fit the glosses schema after {MAX_ATTEMPTS} tries")
-    if isinstance(exc, openai.APIStatusError):
-        reason = "kept failing" if _transient(exc) else "refused the request"
-        return GlossError(f"the model endpoint {reason} at {where} (HTTP {exc.status_code}); run again to resume")
+    if isinstance(exc, openai.APIStatusError) and _transient(exc):
+        return GlossError(f"the model endpoint kept failing at {where} (HTTP {exc.status_code}); run again to resume")
+    if isinstance(exc, openai.APIStatusError):  # a wrong model name, a bad base URL: the endpoint's own words
+        said = " ".join(str(exc.message).split())[:200]
+        return GlossError(f"the model endpoint refused the request at {where} (HTTP {exc.status_code}: {said})")
     return GlossError(f"cannot reach the model endpoint at {where} ({type(exc).__name__}); run again to resume")
 
 
@@ -295,7 +297,7 @@ def write(
 
     out: dict[int, tuple[str, ...]] = {}
     asked = used_in = used_out = 0
-    todo = sum(1 for a in articles if cache.get(cache_key(a, model)) is None)
+    todo = len({key for key in (cache_key(a, model) for a in articles) if cache.get(key) is None})
     for pos, article in enumerate(articles):
         key = cache_key(article, model)
         cached = cache.get(key)
