@@ -89,7 +89,7 @@ def test_the_model_writes_a_worksheet_that_is_imported_as_glosses_and_searched(
     assert f"glosses: {n} articles, {n} to write with modelo-de-prueba (0 cached)" in out
     assert f"glosses: {n}/{n} articles written" in out
     schema = endpoint.schemas[0]
-    assert schema["type"] == "json_schema"
+    assert schema["type"] == "json_schema" and schema["json_schema"]["strict"] is True
     assert set(schema["json_schema"]["schema"]["properties"]) == {"preguntas", "situaciones", "sinonimos"}
     rows = _worksheet(law)
     assert [r["article"] for r in rows][:2] == ["1", "2"] and all(r["glosses"] for r in rows)
