@@ -198,7 +198,7 @@ def _cmd_glosses(settings: ServerSettings, name: str) -> int:
     needs each article's label as the index knows it and its text at hand; the lines carry both, with the
     heading path and any glosses the norm has now, so a worksheet filled in and imported again round-trips."""
     from .index.disk import list_norms, norm_articles, norm_glosses
-    from .ingest.gloss_writer import worksheet_rows
+    from .ingest.gloss_store import worksheet_rows
 
     names = [info.name for info in list_norms(settings.data_dir)]
     if name not in names:  # worded as `remove` words it

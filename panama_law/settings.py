@@ -66,6 +66,12 @@ class ServerSettings(BaseSettings):
     gloss_price_in: float = Field(default=0.15, ge=0)
     gloss_price_out: float = Field(default=0.60, ge=0)
     gloss_timeout_s: float = Field(default=60.0, gt=0, le=600)
+    # `serve` with a norms folder: write glosses for its norms that have none of their own, in the background, with
+    # no one to confirm the estimate (off unless asked for: it spends the operator's money). A run nobody confirmed
+    # (the server, `import --write-glosses --yes`) is refused when its estimate is over `gloss_max_cost` dollars,
+    # and stopped before a request that would take what the endpoint counted over it.
+    write_glosses: bool = False
+    gloss_max_cost: float = Field(default=1.0, ge=0)
 
     @field_validator("token")
     @classmethod

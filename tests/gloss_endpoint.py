@@ -3,7 +3,8 @@
 It answers structured-output requests (a `json_schema` response format) with glosses derived from the article
 text it was sent: each gloss carries a made-up word hashed from that text, so a test can search for it and expect
 its article and no other. Failures are scripted per request number (1-based, counting every request received):
-a status with a body and headers, a dropped connection, or a reply that breaks the schema.
+a status with a body and headers, a dropped connection, or a reply that breaks the schema. Replies can be held
+back (a slow model) and their counted tokens set (a big bill).
 """
 
 from __future__ import annotations
@@ -63,6 +64,8 @@ class GlossEndpoint:
         self.failures: dict[int, Failure] = {}
         self.fail_from: tuple[int, Failure] | None = None  # every request from this number on fails
         self.schemas: list[dict[str, Any]] = []
+        self.hold: threading.Event | None = None  # replies wait until it is set: a slow model, as long as a test needs
+        self.prompt_tokens: int | None = None  # what the reply says was counted, when a test needs a big bill
 
     def failure_for(self, n: int) -> Failure | None:
         if n in self.failures:
@@ -78,6 +81,8 @@ class GlossEndpoint:
         self.times.append(time.monotonic())
         self.schemas.append(body.get("response_format", {}))
         failure = self.failure_for(len(self.requests))
+        if self.hold is not None:
+            await asyncio.get_running_loop().run_in_executor(None, self.hold.wait)
         if failure and failure.drop:
             assert request.transport is not None
             request.transport.close()
@@ -98,7 +103,11 @@ class GlossEndpoint:
                     "logprobs": None,
                 }
             ],
-            "usage": {"prompt_tokens": len(user) // 4 + 300, "completion_tokens": 120, "total_tokens": 0},
+            "usage": {
+                "prompt_tokens": self.prompt_tokens if self.prompt_tokens is not None else len(user) // 4 + 300,
+                "completion_tokens": 120,
+                "total_tokens": 0,
+            },
         }
         return web.json_response(reply)
 
@@ -126,6 +135,8 @@ def running() -> Iterator[GlossEndpoint]:
     try:
         yield endpoint
     finally:
+        if endpoint.hold is not None:
+            endpoint.hold.set()  # a held reply would keep the cleanup waiting
         asyncio.run_coroutine_threadsafe(runner.cleanup(), loop).result(10)
         loop.call_soon_threadsafe(loop.stop)
         thread.join(10)

@@ -10,23 +10,31 @@ from __future__ import annotations
 
 import io
 import json
+import logging
 import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
+import threading
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from panama_law import __main__ as cli
+from panama_law.index import build
 from panama_law.index import disk as index
-from panama_law.ingest import gloss_writer, glosses
+from panama_law.ingest import gloss_store, gloss_writer, glosses
 from panama_law.ingest.sources import ImportOptions, read_norms
 from panama_law.retrieve.search import Searcher
+from panama_law.serve import loading
+from panama_law.serve.server import ServerState
+from panama_law.settings import ServerSettings
 from tests.gloss_endpoint import AUTH_BODY, QUOTA_BODY, Failure, GlossEndpoint, running
 from tests.norm_fixtures import LEY_NAME, LEY_TXT
+from tests.search_server import serving_state
 
 RATE_LIMIT_BODY = {"error": {"message": "Rate limit reached", "type": "requests", "code": "rate_limit_exceeded"}}
 
@@ -147,14 +155,14 @@ def test_a_second_run_pays_nothing_and_an_edited_article_pays_once(
     first = len(endpoint.requests)
     rc, out, _ = _run(capsys, data_dir, law, "--write-glosses")  # no --yes needed: nothing to pay
     assert rc == 0 and len(endpoint.requests) == first
-    assert f"all {first} articles are cached" in out
+    assert f"all {first} articles have them" in out
     text = law.read_text(encoding="utf-8")
     edited = "es la autoridad encargada de aplicar esta Ley y de publicar sus informes"
     law.write_text(text.replace("es la autoridad encargada de aplicar esta Ley", edited), encoding="utf-8")
     rc, out, err = _run(capsys, data_dir, law, "--write-glosses", "--yes")
     assert rc == 0, err
     assert len(endpoint.requests) == first + 1 and "publicar sus informes" in endpoint.requests[-1]
-    assert f"{first} articles, 1 to write" in out
+    assert f"{first} articles, 1 to write with gpt-4o-mini (0 cached, {first - 1} kept from the worksheet)" in out
 
 
 @pytest.mark.parametrize("failure", [Failure(500), Failure(drop=True)], ids=["500-storm", "dropped-connection"])
@@ -289,12 +297,198 @@ def test_a_folder_gets_a_worksheet_for_each_law_without_one(
 
 
 def test_a_cache_line_torn_by_a_crash_is_skipped_and_the_rest_kept(tmp_path: Path) -> None:
-    cache = gloss_writer.GlossCache(tmp_path / gloss_writer.CACHE_FILE)
+    cache = gloss_store.GlossCache(tmp_path / gloss_store.CACHE_FILE)
     cache.put("a", ("primera glosa",))
     cache.put("b", ("segunda glosa",))
     with cache.path.open("a", encoding="utf-8") as fh:
         fh.write('{"key": "c", "glosses": ["cortada a me')  # the process died mid-write
-    reread = gloss_writer.GlossCache(cache.path)
+    reread = gloss_store.GlossCache(cache.path)
     assert reread.entries == {"a": ("primera glosa",), "b": ("segunda glosa",)}
     reread.put("c", ("escrita otra vez",))
-    assert gloss_writer.GlossCache(cache.path).entries["c"] == ("escrita otra vez",)
+    assert gloss_store.GlossCache(cache.path).entries["c"] == ("escrita otra vez",)
+
+
+def test_an_endpoint_message_that_echoes_the_key_is_shown_without_it(
+    endpoint: GlossEndpoint, data_dir: Path, law: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    endpoint.fail_from = (1, Failure(400, {"error": {"message": "bad request for key sk-test-key, model m"}}))
+    rc, out, err = _run(capsys, data_dir, law, "--write-glosses", "--yes")
+    assert rc == 1
+    _one_error_line(err, "bad request for key [OPENAI_API_KEY]")
+    assert "sk-test-key" not in out + err
+
+
+def test_a_yes_run_over_the_cost_ceiling_is_refused_before_any_request(
+    endpoint: GlossEndpoint,
+    data_dir: Path,
+    law: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    before = index.index_path(data_dir).read_bytes()
+    monkeypatch.setenv("PANAMA_LAW_GLOSS_MAX_COST", "0.0001")
+    rc, _, err = _run(capsys, data_dir, law, "--write-glosses", "--yes")
+    assert rc == 1 and endpoint.requests == []
+    _one_error_line(err, "over PANAMA_LAW_GLOSS_MAX_COST ($0.0001)")
+    assert index.index_path(data_dir).read_bytes() == before
+    monkeypatch.setattr(sys, "stdin", _Terminal("s\n"))  # a person who read the estimate decides for themselves
+    rc, _, err = _run(capsys, data_dir, law, "--write-glosses")
+    assert rc == 0, err
+    assert len(endpoint.requests) == _articles()
+
+
+def test_the_ceiling_stops_a_run_before_the_request_that_would_pass_what_the_endpoint_counted(
+    endpoint: GlossEndpoint,
+    data_dir: Path,
+    law: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The estimate passes, but the bill runs higher: at 0.15 $/M, 100k counted tokens a reply is $0.015 each."""
+    monkeypatch.setenv("PANAMA_LAW_GLOSS_MAX_COST", "0.04")
+    endpoint.prompt_tokens = 100_000
+    rc, _, err = _run(capsys, data_dir, law, "--write-glosses", "--yes")
+    assert rc == 1
+    _one_error_line(err, "stopped after 2 replies", "PANAMA_LAW_GLOSS_MAX_COST ($0.04)")
+    assert len(endpoint.requests) == 2  # a third would have taken the counted $0.030 past $0.04
+
+
+# ---- `serve` with PANAMA_LAW_NORMS_DIR and PANAMA_LAW_WRITE_GLOSSES ----------------------------------------------
+
+
+def _folder_settings(data_dir: Path, law: Path, **extra: Any) -> ServerSettings:
+    shutil.copy(LEY_TXT.with_name("ley_de_prueba.meta.json"), law.with_name("ley_de_prueba.meta.json"))
+    return ServerSettings(data_dir=data_dir, norms_dir=law.parent, write_glosses=True, **extra)
+
+
+def _wait_for(check: Callable[[], bool], what: str, timeout_s: float = 60) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+def _served_citations(state: ServerState, question: str) -> list[str]:
+    assert state.searcher is not None
+    return [hit.article.citation for hit in state.searcher.search(question)]
+
+
+def test_the_server_serves_a_folder_norm_at_once_and_its_written_glosses_follow_in_the_background(
+    endpoint: GlossEndpoint, data_dir: Path, law: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    settings = _folder_settings(data_dir, law)
+    endpoint.hold = threading.Event()  # the model answers only when the test says so
+    state = ServerState()
+    options: dict[str, Any] = {
+        "loader": lambda: loading.load_searcher(settings),
+        "data_dir": data_dir,
+        "reloader": lambda: loading.open_searcher(data_dir),
+        "recheck_s": 0.2,
+    }
+    n = _articles()
+    with caplog.at_level(logging.INFO), serving_state(state, token=None, **options):
+        _wait_for(lambda: state.searcher is not None, "the server to serve the index")
+        first = state.searcher.index.generation  # type: ignore[union-attr]
+        assert any(info.name == LEY_NAME for info in index.list_norms(data_dir))  # served at once...
+        assert index.norm_glosses(data_dir, LEY_NAME) == {}  # ...without glosses, while the model works
+        _wait_for(lambda: len(endpoint.requests) == 1, "the first request, in the background")
+        endpoint.hold.set()
+        _wait_for(lambda: state.searcher.index.generation != first, "the server to reload the glossed norm")  # type: ignore[union-attr]
+        assert len(index.norm_glosses(data_dir, LEY_NAME)) == n
+        worksheet = data_dir / build.SERVER_WORKSHEETS / "ley_de_prueba.glosses.jsonl"
+        rows = [json.loads(line) for line in worksheet.read_text(encoding="utf-8").splitlines()]
+        third = next(r for r in rows if r["article"] == "3")
+        assert _served_citations(state, third["glosses"][0])[0] == f"{LEY_NAME}, artículo 3"
+    assert len(endpoint.requests) == n
+    logged = "\n".join(r.getMessage() for r in caplog.records)
+    assert f"{n}/{n} articles written" in logged and "an estimate" in logged
+    assert "sk-test-key" not in logged and "autoridad encargada" not in logged  # no key, no article text
+    # The next start takes every gloss from the cache: nothing to pay, the index already current.
+    before = index.index_path(data_dir).read_bytes()
+    build.ensure_index(settings)
+    assert build.gloss_norms_folder(settings) is False
+    assert len(endpoint.requests) == n and index.index_path(data_dir).read_bytes() == before
+
+
+@pytest.mark.parametrize(
+    ("setup", "needle"),
+    [
+        ("no-key", "needs OPENAI_API_KEY"),
+        ("401", "refused the key (HTTP 401)"),
+        ("quota", "quota is used up"),
+        ("ceiling", "over PANAMA_LAW_GLOSS_MAX_COST"),
+    ],
+)
+def test_a_server_whose_model_fails_logs_one_line_and_keeps_serving_the_norm_without_glosses(
+    endpoint: GlossEndpoint,
+    data_dir: Path,
+    law: Path,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+    setup: str,
+    needle: str,
+) -> None:
+    settings = _folder_settings(data_dir, law, gloss_max_cost=0.0001 if setup == "ceiling" else 1.0)
+    if setup == "no-key":
+        monkeypatch.delenv("OPENAI_API_KEY")
+    elif setup == "401":
+        endpoint.fail_from = (1, Failure(401, AUTH_BODY))
+    elif setup == "quota":
+        endpoint.fail_from = (1, Failure(429, QUOTA_BODY))
+    build.ensure_index(settings)
+    served = index.index_path(data_dir).read_bytes()
+    assert any(info.name == LEY_NAME for info in index.list_norms(data_dir))
+    with caplog.at_level(logging.INFO):
+        assert build.gloss_norms_folder(settings) is False
+    errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(errors) == 1 and needle in errors[0] and "served without them" in errors[0], errors
+    assert len(endpoint.requests) == (1 if setup in ("401", "quota") else 0)
+    assert index.index_path(data_dir).read_bytes() == served  # the norm as it was served, no glosses
+    assert "sk-test-key" not in caplog.text
+
+
+def test_a_server_without_write_glosses_never_asks_the_model(
+    endpoint: GlossEndpoint, data_dir: Path, law: Path
+) -> None:
+    settings = _folder_settings(data_dir, law).model_copy(update={"write_glosses": False})
+    loading.load_searcher(settings)
+    time.sleep(0.5)  # long enough for a background request to have been sent, were one started
+    assert endpoint.requests == [] and index.norm_glosses(data_dir, LEY_NAME) == {}
+    assert not (data_dir / gloss_store.CACHE_FILE).exists()
+
+
+def test_write_glosses_again_keeps_the_teams_edits_and_writes_only_new_amended_or_emptied_articles(
+    endpoint: GlossEndpoint, data_dir: Path, law: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert _run(capsys, data_dir, law, "--write-glosses", "--yes")[0] == 0
+    n = len(endpoint.requests)
+    sheet = law.with_name("ley_de_prueba.glosses.jsonl")
+    rows = _worksheet(law)
+    by_label = {str(r["article"]): r for r in rows}
+    by_label["1"]["glosses"] = ["una glosa corregida por el equipo"]
+    by_label["2"]["glosses"] = []  # emptied: to be written again
+    sheet.write_text("\n".join(json.dumps(r, ensure_ascii=False) for r in rows) + "\n", encoding="utf-8")
+    text = law.read_text(encoding="utf-8")
+    law.write_text(text.replace("es la autoridad encargada de aplicar esta Ley", "aplica esta Ley"), encoding="utf-8")
+    endpoint.requests = []
+    rc, _, err = _run(capsys, data_dir, law, "--write-glosses", "--yes")
+    assert rc == 0, err
+    assert len(endpoint.requests) == 1 and "aplica esta Ley" in endpoint.requests[0]  # the amended article only
+    again = {str(r["article"]): r for r in _worksheet(law)}
+    assert again["1"]["glosses"] == ["una glosa corregida por el equipo"]
+    assert again["2"]["glosses"]  # from the cache: paid for once already
+    assert index.norm_glosses(data_dir, LEY_NAME)[0] == ("una glosa corregida por el equipo",)
+    assert len(again) == n
+
+
+def test_a_malformed_worksheet_is_one_line_and_left_as_it_is(
+    endpoint: GlossEndpoint, data_dir: Path, law: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    sheet = law.with_name("ley_de_prueba.glosses.jsonl")
+    sheet.write_text('{"article": "1", "glosses": ["bien"]}\n{"article": "2", "glosses": "mal"}\n', encoding="utf-8")
+    before = sheet.read_bytes()
+    rc, _, err = _run(capsys, data_dir, law, "--write-glosses", "--yes")
+    assert rc == 1 and endpoint.requests == []
+    _one_error_line(err, "ley_de_prueba.glosses.jsonl:2")
+    assert sheet.read_bytes() == before

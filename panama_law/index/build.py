@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import logging
 import sqlite3
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ..ingest import corpus, glosses
 from ..ingest.sources import GLOSSES_SIDECAR, ImportOptions, ParsedNorm, is_norm_file, read_norms
-from ..norms import NormError, NormInfo
+from ..norms import Article, NormError, NormInfo
 from ..settings import ServerSettings
 from . import disk as index
 from . import store
@@ -49,6 +50,10 @@ def download_and_build(url: str, data_dir: Path, expected_sha256: str) -> Path:
     return build_from_bytes(corpus.download(url), data_dir, expected_sha256)
 
 
+WrittenGlosses = Callable[[Sequence[Article]], dict[int, tuple[str, ...]]]
+"""A norm's articles → the glosses a model wrote for them (`gloss_writer.from_cache`), by position."""
+
+
 @dataclass(frozen=True, slots=True)
 class FolderOutcome:
     """One file of a norms folder: what it became, or why it was refused (one line)."""
@@ -59,15 +64,22 @@ class FolderOutcome:
     error: str | None = None
 
 
-def import_folder(folder: Path, data_dir: Path) -> list[FolderOutcome]:
+def import_folder(folder: Path, data_dir: Path, written: WrittenGlosses | None = None) -> list[FolderOutcome]:
     """Import every norm file in `folder` (sidecars give the metadata); a file already indexed from the same bytes
-    and metadata is skipped, and a bad file is reported and skipped, leaving the index as it was for it."""
+    and metadata is skipped, and a bad file is reported and skipped, leaving the index as it was for it. With
+    `written`, a norm with no glosses of its own (no NAME.glosses.jsonl, none on its lines) takes the model-written
+    glosses it returns."""
     if not folder.is_dir():
         raise corpus.CorpusError(f"norms folder {folder} is not a directory")
     outcomes: list[FolderOutcome] = []
     for path in sorted(p for p in folder.iterdir() if is_norm_file(p)):
         try:
             parsed = read_norms(path, ImportOptions(expected_sha256=None))
+            if written is not None and not sidecar_for(path).exists():
+                parsed = [
+                    replace(p, glosses=written(p.articles)) if p.info.kind != "constitution" and not p.glosses else p
+                    for p in parsed
+                ]
             names = tuple(p.info.name for p in parsed)
             if all(store.is_current(data_dir, p.info, p.glosses) for p in parsed):
                 outcomes.append(FolderOutcome(path.name, names, unchanged=True))
@@ -96,26 +108,58 @@ def sidecar_for(path: Path) -> Path:
     return path.with_name(path.name.rsplit(".", 1)[0] + GLOSSES_SIDECAR)
 
 
-def write_glosses(jobs: list[tuple[ParsedNorm, Path]], settings: ServerSettings, yes: bool) -> None:
-    """Each norm's glosses from the cache or the model, into its worksheet; nothing is imported here.
+def write_glosses(
+    jobs: list[tuple[ParsedNorm, Path]],
+    settings: ServerSettings,
+    yes: bool,
+    *,
+    unattended: bool = False,
+    keep_edits: bool = True,
+    say: Callable[[str], None] | None = None,
+) -> None:
+    """Each norm's glosses from the cache or the model, into its worksheet; nothing is imported here. With
+    `keep_edits`, a worksheet already there keeps what it gives unchanged articles (`gloss_store.kept_from`) and
+    is left untouched when that is every article.
 
-    The estimate is shown and confirmed before the first request; a failure raises GlossError with the replies
-    paid for so far kept in the cache."""
+    The estimate is shown and confirmed before the first request (`yes` confirms it). A run nobody confirmed at a
+    terminal (`yes`, or `unattended` for the server) is held to PANAMA_LAW_GLOSS_MAX_COST, before and during the
+    run. A failure raises GlossError with the replies paid for so far kept in the cache."""
+    from ..ingest import gloss_store as gs
     from ..ingest import gloss_writer as gw
 
-    cache = gw.GlossCache(settings.data_dir / gw.CACHE_FILE)
+    cache = gs.GlossCache(settings.data_dir / gs.CACHE_FILE)
     pricing = gw.Pricing(settings.gloss_model, settings.gloss_price_in, settings.gloss_price_out)
-    plan = gw.plan((a for norm, _ in jobs for a in norm.articles), cache, pricing)
-    client = None
+    kept = [gs.kept_from(out, norm.articles) if keep_edits else {} for norm, out in jobs]
+    plan = gw.plan(
+        ((a, pos in held) for (norm, _), held in zip(jobs, kept, strict=True) for pos, a in enumerate(norm.articles)),
+        cache,
+        pricing,
+    )
+    run = gw.Run(None, plan, max_cost=settings.gloss_max_cost if yes or unattended else None)
+    if say is not None:
+        run.say = say
     if plan.missing:
         client = gw.client_from_env(settings.gloss_timeout_s)
-        gw.confirm(plan.summary(), yes)
+        if run.max_cost is not None:
+            gw.check_ceiling(plan, run.max_cost)
+        if unattended:
+            run.say(plan.summary())
+        else:
+            gw.confirm(plan.summary(), yes)
+        run.client = client
     else:
-        print(f"glosses: all {plan.total} articles are cached; nothing to pay", flush=True)
-    for norm, out in jobs:
-        glossed = gw.write(norm.articles, cache, client, settings.gloss_model)
-        gw.write_worksheet(out, norm.articles, glossed)
-        print(f"glosses worksheet for {norm.info.name}: {out}", flush=True)
+        run.say(f"glosses: all {plan.total} articles have them (cached or kept from the worksheet); nothing to pay")
+    try:
+        for (norm, out), held in zip(jobs, kept, strict=True):
+            if len(held) == len(norm.articles):
+                run.say(f"glosses worksheet for {norm.info.name}: {out}, kept as it is")
+                continue
+            glossed = gw.write(norm.articles, cache, run, held)
+            out.parent.mkdir(parents=True, exist_ok=True)
+            gs.write_worksheet(out, norm.articles, glossed)
+            run.say(f"glosses worksheet for {norm.info.name}: {out}")
+    finally:
+        run.finish()
 
 
 def write_file_glosses(
@@ -128,21 +172,72 @@ def write_file_glosses(
 
 
 def write_folder_glosses(folder: Path, settings: ServerSettings, yes: bool) -> None:
-    """`import FOLDER --write-glosses`: a NAME.glosses.jsonl for each norm file without one. A file that already
-    has one keeps it (a team's edits are never overwritten), and a file that cannot be read is left for the
+    """`import FOLDER --write-glosses`: a NAME.glosses.jsonl for each norm file, its existing one keeping what it
+    gives unchanged articles (a team's edits are never overwritten); a file that cannot be read is left for the
     import to report."""
     if not folder.is_dir():
         raise corpus.CorpusError(f"norms folder {folder} is not a directory")
     jobs: list[tuple[ParsedNorm, Path]] = []
     for path in sorted(p for p in folder.iterdir() if is_norm_file(p)):
-        if sidecar_for(path).exists():
-            continue
         try:
             jobs.append((_glossable(path, ImportOptions(expected_sha256=None)), sidecar_for(path)))
         except (ValueError, OSError) as exc:
             print(f"{path.name}: no glosses written ({exc})", flush=True)
     if jobs:
         write_glosses(jobs, settings, yes)
+
+
+SERVER_WORKSHEETS = "glosses"
+"""The data dir's folder where the server leaves the worksheets it wrote (the norms folder may be mounted
+read-only): a team reads one there and, to edit it, puts it beside its law as NAME.glosses.jsonl."""
+
+
+def cached_glosses(settings: ServerSettings) -> WrittenGlosses:
+    """The model-written glosses the cache holds, for the norms folder's import: free, no request is sent."""
+    from ..ingest import gloss_store as gs
+    from ..ingest import gloss_writer as gw
+
+    cache = gs.GlossCache(settings.data_dir / gs.CACHE_FILE)
+    return lambda articles: gw.from_cache(articles, cache, settings.gloss_model)
+
+
+def _log_line(line: str) -> None:
+    log.info("norms folder: %s", line)
+
+
+def gloss_norms_folder(settings: ServerSettings) -> bool:
+    """The server's job with PANAMA_LAW_WRITE_GLOSSES, once its norms folder is imported and served: write the
+    glosses the cache lacks for the folder's norms that have none of their own, then import those norms again with
+    them (the running server reloads the changed index by itself). Never asks: the estimate is logged and held to
+    PANAMA_LAW_GLOSS_MAX_COST. The glosses are the cache's, as the start's import reads them, so the worksheets
+    in the data dir are written whole, for the team to read. A failure is one logged line and the norms stay
+    served as they are. True if the index was brought up to date with new glosses."""
+    from ..ingest import gloss_store as gs
+    from ..ingest import gloss_writer as gw
+
+    folder = settings.norms_dir
+    if folder is None or not folder.is_dir():
+        return False
+    jobs: list[tuple[ParsedNorm, Path]] = []
+    for path in sorted(p for p in folder.iterdir() if is_norm_file(p)):
+        if sidecar_for(path).exists():  # the team's own glosses
+            continue
+        try:
+            norm = _glossable(path, ImportOptions(expected_sha256=None))
+        except (ValueError, OSError):
+            continue  # refused at the start's import, which logged why; or glosses of its own
+        jobs.append((norm, settings.data_dir / SERVER_WORKSHEETS / sidecar_for(path).name))
+    cache = gs.GlossCache(settings.data_dir / gs.CACHE_FILE)
+    pricing = gw.Pricing(settings.gloss_model, settings.gloss_price_in, settings.gloss_price_out)
+    if not gw.plan(((a, False) for norm, _ in jobs for a in norm.articles), cache, pricing).missing:
+        return False  # the start's import took them all from the cache
+    try:
+        write_glosses(jobs, settings, False, unattended=True, keep_edits=False, say=_log_line)
+    except (ValueError, OSError) as exc:  # GlossError, NormError, a worksheet that cannot be written
+        log.error("norms folder: glosses not written (%s); its norms are served without them", exc)
+        return False
+    log_outcomes(import_folder(folder, settings.data_dir, cached_glosses(settings)))
+    return True
 
 
 def log_outcomes(outcomes: list[FolderOutcome]) -> None:
@@ -165,7 +260,8 @@ def ensure_index(settings: ServerSettings) -> None:
             download_and_build(settings.source_url, settings.data_dir, settings.source_sha256)
     refresh_constitution_glosses(settings.data_dir)
     if settings.norms_dir is not None:
-        log_outcomes(import_folder(settings.norms_dir, settings.data_dir))
+        written = cached_glosses(settings) if settings.write_glosses else None
+        log_outcomes(import_folder(settings.norms_dir, settings.data_dir, written))
 
 
 def refresh_constitution_glosses(data_dir: Path) -> None:

@@ -15,19 +15,18 @@ an exhausted quota stops at once with one line, before anything is imported.
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import os
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ValidationError
 
+from ..norms import Article
 from . import glosses
-from ..norms import Article, NormError
+from .gloss_store import GlossCache
 
 if TYPE_CHECKING:
     from openai import OpenAI
@@ -37,7 +36,6 @@ log = logging.getLogger(__name__)
 
 PROMPT_VERSION = "1"
 """Part of every cache key: a changed prompt writes new glosses rather than reusing the old prompt's."""
-CACHE_FILE = "gloss_cache.jsonl"
 CHARS_PER_TOKEN = 4.0
 """Spanish legal text runs about four characters per token: enough for an estimate, which is all it claims."""
 OUTPUT_TOKENS_PER_ARTICLE = 350
@@ -98,46 +96,6 @@ def cache_key(article: Article, model: str) -> str:
     return h.hexdigest()
 
 
-class GlossCache:
-    """Append-only JSON lines {"key", "glosses"}: each reply is on disk before the next request is sent.
-
-    A line torn by a crash (the last one, unterminated or not JSON) is skipped on reading: that article is simply
-    asked again."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.entries: dict[str, tuple[str, ...]] = {}
-        try:
-            lines = path.read_text(encoding="utf-8").splitlines()
-        except FileNotFoundError:
-            lines = []
-        for line in lines:
-            try:
-                row = json.loads(line)
-                self.entries[str(row["key"])] = tuple(str(g) for g in row["glosses"])
-            except (json.JSONDecodeError, KeyError, TypeError):
-                continue
-
-    def get(self, key: str) -> tuple[str, ...] | None:
-        return self.entries.get(key)
-
-    def put(self, key: str, texts: tuple[str, ...]) -> None:
-        line = json.dumps({"key": key, "glosses": list(texts)}, ensure_ascii=False) + "\n"
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with self.path.open("a", encoding="utf-8") as fh:
-            if fh.tell() and not self._ends_with_newline():
-                fh.write("\n")  # a torn last line stays on its own, skipped when read
-            fh.write(line)
-            fh.flush()
-            os.fsync(fh.fileno())
-        self.entries[key] = texts
-
-    def _ends_with_newline(self) -> bool:
-        with self.path.open("rb") as fh:
-            fh.seek(-1, os.SEEK_END)
-            return fh.read(1) == b"\n"
-
-
 @dataclass(frozen=True, slots=True)
 class Pricing:
     model: str
@@ -151,6 +109,7 @@ class Plan:
 
     pricing: Pricing
     total: int = 0
+    kept: int = 0
     missing: list[Article] = field(default_factory=list)
 
     @property
@@ -167,22 +126,33 @@ class Plan:
         p = self.pricing
         return (self.tokens_in * p.price_in_per_m + self.tokens_out * p.price_out_per_m) / 1_000_000
 
+    def cost_of(self, article: Article) -> float:
+        """One article's share of the estimate: what the ceiling checks before each request."""
+        p = self.pricing
+        tokens_in = (len(SYSTEM_PROMPT) + 400 + len(user_prompt(article))) / CHARS_PER_TOKEN
+        return (tokens_in * p.price_in_per_m + OUTPUT_TOKENS_PER_ARTICLE * p.price_out_per_m) / 1_000_000
+
     def summary(self) -> str:
         p = self.pricing
-        cached = self.total - len(self.missing)
+        cached = self.total - self.kept - len(self.missing)
+        kept = f", {self.kept} kept from the worksheet" if self.kept else ""
         return (
-            f"glosses: {self.total} articles, {len(self.missing)} to write with {p.model} ({cached} cached); "
+            f"glosses: {self.total} articles, {len(self.missing)} to write with {p.model} ({cached} cached{kept}); "
             f"about {self.tokens_in:,} tokens in and {self.tokens_out:,} out, about ${self.cost:.4f} at "
             f"${p.price_in_per_m:g}/${p.price_out_per_m:g} per million tokens in/out "
             "(an estimate from the article text: the bill is what the provider counts)"
         )
 
 
-def plan(articles: Iterable[Article], cache: GlossCache, pricing: Pricing) -> Plan:
+def plan(articles: Iterable[tuple[Article, bool]], cache: GlossCache, pricing: Pricing) -> Plan:
+    """What writing these (article, kept from a worksheet) will cost."""
     out = Plan(pricing)
     seen: set[str] = set()
-    for article in articles:
+    for article, kept in articles:
         out.total += 1
+        out.kept += kept
+        if kept:
+            continue
         key = cache_key(article, pricing.model)
         if cache.get(key) is None and key not in seen:
             seen.add(key)
@@ -221,10 +191,19 @@ def _transient(exc: BaseException) -> bool:
     import openai
 
     if isinstance(exc, openai.RateLimitError):
-        return exc.code != "insufficient_quota"
+        return not _quota(exc)
+    if isinstance(exc, openai.APIStatusError) and exc.status_code in (408, 409):  # as the SDK's own retries
+        return True
     return isinstance(
         exc, (openai.InternalServerError, openai.APIConnectionError, _Malformed)
     )  # APITimeoutError is an APIConnectionError
+
+
+def _quota(exc: BaseException) -> bool:
+    """An exhausted quota is a 429 too, but waiting does not refill it (OpenAI says so in `code` and `type`)."""
+    import openai
+
+    return isinstance(exc, openai.RateLimitError) and "insufficient_quota" in (exc.code, exc.type)
 
 
 def _wait(state: RetryCallState) -> float:
@@ -266,16 +245,22 @@ def _one_line(exc: BaseException, article: Article) -> GlossError:
     where = f"artículo {article.label}"
     if isinstance(exc, (openai.AuthenticationError, openai.PermissionDeniedError)):
         return GlossError(f"the model endpoint refused the key (HTTP {exc.status_code}): check OPENAI_API_KEY")
-    if isinstance(exc, openai.RateLimitError) and exc.code == "insufficient_quota":
+    if _quota(exc):
         return GlossError("the model endpoint says the account's quota is used up (insufficient_quota)")
     if isinstance(exc, _Malformed):
         return GlossError(f"the model's reply for {where} did not fit the glosses schema after {MAX_ATTEMPTS} tries")
     if isinstance(exc, openai.APIStatusError) and _transient(exc):
         return GlossError(f"the model endpoint kept failing at {where} (HTTP {exc.status_code}); run again to resume")
     if isinstance(exc, openai.APIStatusError):  # a wrong model name, a bad base URL: the endpoint's own words
-        said = " ".join(str(exc.message).split())[:200]
+        said = " ".join(_redacted(str(exc.message)).split())[:200]
         return GlossError(f"the model endpoint refused the request at {where} (HTTP {exc.status_code}: {said})")
     return GlossError(f"cannot reach the model endpoint at {where} ({type(exc).__name__}); run again to resume")
+
+
+def _redacted(text: str) -> str:
+    """An endpoint's own message without the key, should an endpoint echo it back."""
+    key = os.environ.get("OPENAI_API_KEY", "").strip()
+    return text.replace(key, "[OPENAI_API_KEY]") if len(key) >= 8 else text
 
 
 def client_from_env(timeout_s: float) -> OpenAI:
@@ -288,22 +273,85 @@ def client_from_env(timeout_s: float) -> OpenAI:
     return OpenAI(max_retries=0, timeout=timeout_s)
 
 
+def _print(line: str) -> None:
+    print(line, flush=True)
+
+
+@dataclass(slots=True)
+class Run:
+    """One run's requests across all its norms: the progress it reports and what the endpoint counted.
+
+    `max_cost` (dollars; None when a person confirmed the estimate) is the ceiling of an unattended run: a request
+    expected to take the counted spend over it is not sent."""
+
+    client: OpenAI | None
+    plan: Plan
+    say: Callable[[str], None] = field(default=_print)
+    max_cost: float | None = None
+    asked: int = 0
+    used_in: int = 0
+    used_out: int = 0
+
+    @property
+    def spent(self) -> float:
+        p = self.plan.pricing
+        return (self.used_in * p.price_in_per_m + self.used_out * p.price_out_per_m) / 1_000_000
+
+    def next_cost(self, article: Article) -> float:
+        """What the next request is expected to cost: its estimate, or what replies have cost on average so far
+        when the endpoint counts more than the estimate foresaw."""
+        return max(self.plan.cost_of(article), self.spent / self.asked if self.asked else 0.0)
+
+    def finish(self) -> None:
+        if self.asked:
+            self.say(
+                f"glosses: the endpoint counted {self.used_in:,} tokens in and {self.used_out:,} out "
+                f"(about ${self.spent:.4f} at the configured prices)"
+            )
+
+
+def check_ceiling(plan: Plan, max_cost: float) -> None:
+    """Refuse a run whose estimate is over the operator's ceiling before anything is paid."""
+    if plan.missing and plan.cost > max_cost:
+        raise GlossError(
+            f"not writing glosses: {len(plan.missing)} articles are estimated at about ${plan.cost:.4f}, over "
+            f"PANAMA_LAW_GLOSS_MAX_COST (${max_cost:g})"
+        )
+
+
+def from_cache(articles: Sequence[Article], cache: GlossCache, model: str) -> dict[int, tuple[str, ...]]:
+    """The glosses the cache already holds for these articles, by position: free, and no request is sent."""
+    out: dict[int, tuple[str, ...]] = {}
+    for pos, article in enumerate(articles):
+        cached = cache.get(cache_key(article, model))
+        if cached:
+            out[pos] = cached
+    return out
+
+
 def write(
-    articles: Sequence[Article], cache: GlossCache, client: OpenAI | None, model: str
+    articles: Sequence[Article], cache: GlossCache, run: Run, kept: dict[int, tuple[str, ...]] | None = None
 ) -> dict[int, tuple[str, ...]]:
-    """Glosses by article position, from the cache or the model (`client` is None when all are cached); each reply
-    is cached as it arrives."""
+    """Glosses by article position: `kept` ones as they are, the others from the cache or the model (`run.client`
+    is None when all are cached); each reply is cached as it arrives."""
     from tenacity import Retrying, retry_if_exception, stop_after_attempt
 
-    out: dict[int, tuple[str, ...]] = {}
-    asked = used_in = used_out = 0
-    todo = len({key for key in (cache_key(a, model) for a in articles) if cache.get(key) is None})
+    model = run.plan.pricing.model
+    todo = len(run.plan.missing)
+    out: dict[int, tuple[str, ...]] = dict(kept or {})
     for pos, article in enumerate(articles):
+        if pos in out:
+            continue
         key = cache_key(article, model)
         cached = cache.get(key)
         if cached is None:
-            if client is None:
+            if run.client is None:
                 raise GlossError(f"no model client for artículo {article.label}, which is not cached")
+            if run.max_cost is not None and run.spent + run.next_cost(article) > run.max_cost:
+                raise GlossError(
+                    f"stopped after {run.asked} replies (cached): the endpoint counted about ${run.spent:.4f} and the "
+                    f"next article would pass PANAMA_LAW_GLOSS_MAX_COST (${run.max_cost:g})"
+                )
             retrying = Retrying(
                 stop=stop_after_attempt(MAX_ATTEMPTS),
                 wait=_wait,
@@ -311,35 +359,14 @@ def write(
                 reraise=True,
             )
             try:
-                cached, tin, tout = retrying(_ask, client, model, article)
+                cached, tin, tout = retrying(_ask, run.client, model, article)
             except KeyboardInterrupt:
-                raise GlossError(f"interrupted; {asked} replies are cached, run again to resume") from None
+                raise GlossError(f"interrupted; {run.asked} replies are cached, run again to resume") from None
             except Exception as exc:
                 raise _one_line(exc, article) from exc
             cache.put(key, cached)
-            asked, used_in, used_out = asked + 1, used_in + tin, used_out + tout
-            if asked % PROGRESS_EVERY == 0 or asked == todo:
-                print(f"glosses: {asked}/{todo} articles written", flush=True)
+            run.asked, run.used_in, run.used_out = run.asked + 1, run.used_in + tin, run.used_out + tout
+            if run.asked % PROGRESS_EVERY == 0 or run.asked == todo:
+                run.say(f"glosses: {run.asked}/{todo} articles written")
         out[pos] = cached
-    if asked:
-        print(f"glosses: the endpoint counted {used_in:,} tokens in and {used_out:,} out", flush=True)
     return out
-
-
-def worksheet_rows(articles: Sequence[Article], glossed: dict[int, tuple[str, ...]]) -> list[dict[str, Any]]:
-    """The rows `python -m panama_law glosses NAME` prints and `import --glosses` reads."""
-    return [
-        {"article": a.label, "headings": list(a.headings), "text": a.text, "glosses": list(glossed.get(i, ()))}
-        for i, a in enumerate(articles)
-    ]
-
-
-def write_worksheet(path: Path, articles: Sequence[Article], glossed: dict[int, tuple[str, ...]]) -> None:
-    """Written whole to a temporary file and renamed over `path`, so a team never finds half a worksheet."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    lines = [json.dumps(row, ensure_ascii=False) for row in worksheet_rows(articles, glossed)]
-    try:
-        tmp.write_text("\n".join(lines) + "\n", encoding="utf-8")
-        os.replace(tmp, path)
-    except OSError as exc:
-        raise NormError(f"cannot write the glosses worksheet {path.name}: {exc.strerror or exc}") from exc

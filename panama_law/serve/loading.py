@@ -6,11 +6,12 @@ stages that search and serve it, and the index stage never imports them.
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 from .. import embedding
 from ..index import disk as index
-from ..index.build import ensure_index
+from ..index.build import ensure_index, gloss_norms_folder
 from ..retrieve.search import Searcher
 from ..settings import ServerSettings
 
@@ -21,6 +22,8 @@ def load_searcher(settings: ServerSettings) -> Searcher:
     searcher = open_searcher(settings.data_dir)
     embedding.warm_up()
     searcher.search("derechos fundamentales")
+    if settings.write_glosses and settings.norms_dir is not None:  # served now; glosses follow, minutes later
+        threading.Thread(target=gloss_norms_folder, args=(settings,), name="write-glosses", daemon=True).start()
     return searcher
 
 
