@@ -1,19 +1,19 @@
 """A bridge from everyday (Panamanian and general Latin-American) Spanish to the words the law is written in.
 
 Two tables, one bridge. The Constitution's (`data/constitution_lexicon.txt`, see `data/CONSTITUTION_LEXICON.md`)
-maps callers' words to the Constitution's own vocabulary. The everyday-law table (`data/everyday_lexicon.txt`, see `data/EVERYDAY_LEXICON.md`) does the same for
-the matters callers ask about most and the Constitution barely touches (work, leases, neighbours, animals, family,
-inheritance, consumers, utilities, schools, traffic, street trade, health, water, environment, police, permits and
-procedure), in the words Panamanian codes, laws and municipal rules use: it serves the norms a team imports, whose
-text this package never sees. It was written from general knowledge, domain by domain, without seeing any imported
-law or question set. The Constitution's table expands every question; the everyday table's terms are added for
-the norms without callers' glosses only (`search.Searcher`), since a norm with glosses already holds its callers'
-wordings and more terms only compete with them. On the four development laws (122 questions, no glosses) the
-everyday table took recall@3 from 82 to 87 of 122 and MRR@10 from 0.587 to 0.620; the Constitution alone is
-untouched, and its development questions on the indexes that hold one of those laws found 943 of 993 in the first
-three against 945 (out of scope abstained 397 of 570 both times). Added for every norm instead, it
-gave 86 of 122, took a glossed development law from 29 to 27 of 30, and moved the Constitution's abstain signal
-enough to need a refit.
+maps callers' words to the Constitution's own vocabulary. The everyday-law table (`data/everyday_lexicon.txt`, see
+`data/EVERYDAY_LEXICON.md`) does the same for the matters callers ask about most and the Constitution barely touches
+(work, leases, neighbours, animals, family, inheritance, consumers, utilities, schools, traffic, street trade,
+health, water, environment, police, permits and procedure), in the words Panamanian codes, laws and municipal rules
+use: it serves the norms a team imports, whose text this package never sees. It was written from general knowledge,
+domain by domain, without seeing any imported law or question set. The Constitution's table expands every question;
+the everyday table's terms are added for the norms without callers' glosses only (`search.Searcher`), since a norm
+with glosses already holds its callers' wordings and more terms only compete with them. On the four development laws
+(122 questions, no glosses) the everyday table took recall@3 from 82 to 87 of 122 and MRR@10 from 0.587 to 0.620;
+the Constitution alone is untouched, and its development questions on the indexes that hold one of those laws found
+943 of 993 in the first three against 945 (out of scope abstained 397 of 570 both times). Added for every norm
+instead, it gave 86 of 122, took a glossed development law from 29 to 27 of 30, and moved the Constitution's abstain
+signal enough to need a refit.
 
 Callers speak of "botar", "la plata" or "la cana"; the text says "despedido", "salario" and "privado de su
 libertad". Neither the stemmer nor a general-purpose embedding crosses that gap reliably, so the query is expanded
