@@ -107,7 +107,7 @@ def variants(loaded: LoadedIndex) -> list[Variant]:
         ),
         Variant(
             "no_constitution_lexicon",
-            "table: the Constitution's lexicon (lexicon._TABLE)",
+            "table: the Constitution's lexicon (data/constitution_lexicon.txt)",
             patches=lambda: ((query, "CONSTITUTION", empty), (search, "CONSTITUTION", empty)),
             kind="table",
         ),
