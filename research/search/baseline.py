@@ -9,9 +9,9 @@ import json
 import sys
 from pathlib import Path
 
-from panama_law import index
 from panama_law.evaluate import evaluate, load_items
-from panama_law.search import Searcher
+from panama_law.index import disk as index
+from panama_law.retrieve.search import Searcher
 
 
 def main(argv: list[str]) -> int:

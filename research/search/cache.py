@@ -13,11 +13,11 @@ from pathlib import Path
 
 import numpy as np
 
-from panama_law import index
 from panama_law.evaluate import load_items
-from panama_law.index import article_embedding_text
-from panama_law.query import query_terms
-from panama_law.search import SearchConfig, Searcher
+from panama_law.index import disk as index
+from panama_law.index.disk import article_embedding_text
+from panama_law.retrieve.query import query_terms
+from panama_law.retrieve.search import SearchConfig, Searcher
 
 
 def main(argv: list[str]) -> int:

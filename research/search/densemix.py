@@ -13,9 +13,10 @@ from typing import Any
 
 import numpy as np
 
-from panama_law import embedding, index
-from panama_law.lexicon import CONSTITUTION, EVERYDAY
-from panama_law.search import SearchConfig, Searcher
+from panama_law import embedding
+from panama_law.index import disk as index
+from panama_law.retrieve.lexicon import CONSTITUTION, EVERYDAY
+from panama_law.retrieve.search import SearchConfig, Searcher
 
 
 def main(argv: list[str]) -> int:

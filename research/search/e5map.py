@@ -16,8 +16,9 @@ from typing import Any
 
 import numpy as np
 
-from panama_law import embedding, index
-from panama_law.passages import sentences
+from panama_law import embedding
+from panama_law.index import disk as index
+from panama_law.index.passages import sentences
 
 
 def texts_of(source: str) -> dict[str, list[str]]:

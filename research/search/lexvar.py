@@ -15,11 +15,12 @@ from typing import Any
 
 import numpy as np
 
-from panama_law import embedding, index
-from panama_law import passages as passages_mod
-from panama_law.bm25 import BM25
-from panama_law.index import _plain_heading
-from panama_law.search import SearchConfig, Searcher
+from panama_law import embedding
+from panama_law.index import disk as index
+from panama_law.index import passages as passages_mod
+from panama_law.index.disk import plain_heading as _plain_heading
+from panama_law.retrieve.bm25 import BM25
+from panama_law.retrieve.search import SearchConfig, Searcher
 from panama_law.text import terms
 
 
