@@ -212,7 +212,7 @@ def test_each_benchmark_law_imports_with_every_gold_article_and_gloss_in_it(law:
     keys = {a.key for a in norm.articles}
     assert len(keys) == len(norm.articles) >= 40
     items = load_items(law.with_name(f"{law.stem}_eval.jsonl"))
-    assert len(items) == 30
+    assert len([item for item in items if item.gold]) >= 25  # later laws add out-of-scope questions (no gold)
     missing = sorted(g for item in items for g in item.gold_keys if g not in keys)
     assert missing == []
     if opts is not None:
