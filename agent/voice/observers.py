@@ -14,6 +14,7 @@ from agent.contract import TOOL_NAME
 from agent.ops import metrics
 from agent.ops.ledger import Ledger, LedgerEntry, sources_from
 from agent.voice.research import ToolEvent
+from agent.voice.spoken import CitationEvent
 
 # The name the embedded search server (panama_law/) gives itself in its MCP handshake. Its serverInfo
 # version is the version of the program that built and serves the index, so it is recorded as the index's
@@ -25,6 +26,11 @@ ServerInfo = Callable[[], types.Implementation | None]
 
 def count_tool_call(event: ToolEvent) -> None:
     metrics.mcp_tool_calls_total.labels(tool=TOOL_NAME, outcome=event.outcome).inc()
+
+
+def count_citation(event: CitationEvent) -> None:
+    label = metrics.citation_norm_label(event.norm)
+    metrics.citations_total.labels(norm=label, verified="true" if event.verified else "false").inc()
 
 
 def ledger_observer(
