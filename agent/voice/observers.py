@@ -12,7 +12,7 @@ from mcp import types
 
 from agent.contract import TOOL_NAME
 from agent.ops import metrics
-from agent.ops.ledger import Ledger, LedgerEntry, sources_from
+from agent.ops.ledger import Ledger, LedgerEntry, UnverifiedCitation, sources_from
 from agent.voice.research import ToolEvent
 from agent.voice.spoken import CitationEvent
 
@@ -58,6 +58,21 @@ def ledger_observer(
                 server_name=info.name if info is not None else None,
                 server_version=info.version if info is not None else None,
                 index_version=info.version if info is not None and info.name == EMBEDDED_SERVER_NAME else None,
+            )
+        )
+
+    return _record
+
+
+def citation_ledger_observer(ledger: Ledger, *, room: str, session_id: str) -> Callable[[CitationEvent], None]:
+    """Keeps each citation the agent spoke that no delivered source held: article, norm key and turn only."""
+
+    def _record(event: CitationEvent) -> None:
+        if event.verified:
+            return
+        ledger.record(
+            UnverifiedCitation(
+                room=room, session_id=session_id, turn=event.turn, article=event.article, norm=event.norm
             )
         )
 
