@@ -262,3 +262,26 @@ def test_citation_before_any_source_is_not_verified() -> None:
     assert [c.verified for c in check.check("Según la Ley 200 de 2031, artículo 14, sí.")] == [False]
     check.deliver("call-1", ["Ley 200 de 2031, artículo 14"])
     assert [c.verified for c in check.check("Según la Ley 200 de 2031, artículo 14, sí.")] == [True]
+
+
+def test_citation_bare_list_and_continuation_take_the_norm_after_them() -> None:
+    assert _keys("El 12 y el 13 de la Ley 6 de 2002 fijan el plazo.") == [
+        ("ley 6 de 2002", "12"),
+        ("ley 6 de 2002", "13"),
+    ]
+    assert _keys("El artículo 74 de la Constitución y 12 del Código de Trabajo.") == [
+        (CONSTITUTION, "74"),
+        ("codigo de trabajo", "12"),
+    ]
+
+
+def test_citation_is_not_a_chapter_or_title_number() -> None:
+    assert find_citations("El capítulo 2 y 3 de la Constitución, y el título III, tratan de los derechos.") == []
+
+
+def test_citation_y_siguientes_keeps_the_norm() -> None:
+    assert _keys("El artículo 215 y siguientes del Código Penal tipifican el robo.") == [("codigo penal", "215")]
+
+
+def test_citation_su_articulo_points_to_the_norm_of_its_sentence() -> None:
+    assert _keys("Según su artículo 8, la Ley 45 de 2032 exige un certificado médico.") == [("ley 45 de 2032", "8")]

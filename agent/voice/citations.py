@@ -59,6 +59,7 @@ de la República de Panamá", "la carta magna"."""
 _CONSTITUTION = (
     r"constitucion(?!\s+de\s+(?:una?|1|los|las|el|sus?|esta|esa)\b)(?:\s+politica)?(?:\s+(?:nacional|panamena))?"
     r"(?:\s+de\s+(?:la\s+republica(?:\s+de\s+panama)?|panama))?|carta\s+(?:magna|fundamental)"
+    r"|(?:norma|texto|precepto|disposicion|mandato)\s+constitucional"
 )
 _NUMBERED_KINDS = r"decreto\s+ley|decreto\s+de\s+gabinete|decreto(?:\s+ejecutivo)?|ley|resolucion|acuerdo"
 _NUMBER_MARK = r"(?:(?:n\s*\.?\s*°|no\.?|nro\.?|num\.?|numero)\s*)?"
@@ -88,7 +89,7 @@ _AFTER_LETTER_A = re.compile(r"\s*(?:$|[,.;:)!?]|\s(?:de|del|y|e|o|u)\b)")
 _ARTICLE_HEAD = re.compile(
     rf"\b(?:articulos?|arts?\.?)\s*{_NUMBER_MARK}(?:(?:del|de\s+los|los)\s+)?(?=\d|segund|setim)"
 )
-_BARE_HEAD = re.compile(r"\b(?:el|del|al)\s+(?=\d)")
+_BARE_HEAD = re.compile(r"\b(?:el|del|al|los|y)\s+(?=\d)")
 _LIST_NEXT = re.compile(
     r"\s*(?:,\s*(?:y\s+|e\s+)?|\s+(?:y|e|o|u)\s+|\s+(?:al|a|hasta(?:\s+el)?)\s+)(?:(?:el|los|del)\s+)?"
     r"(?:(?:articulos?|arts?\.?)\s+)?(?=\d|segund|setim)"
@@ -103,7 +104,7 @@ _SUB_UNITS = r"numeral|inciso|subinciso|literal|ordinal|parrafo|acapite|apartado
 _SUB_UNIT = re.compile(
     rf"(?:\s*,)?\s+(?:(?:{_SUB_UNITS})\s+(?:\d{{1,3}}(?:\.?\s?°)?|[a-z]\b|primero|segundo|tercero|cuarto|quinto|"
     rf"ultimo)|(?:\d{{1,3}}(?:\.?\s?°)?|primer|segundo|tercer|cuarto|quinto|ultimo)\s+(?:{_SUB_UNITS}))\b"
-    r"(?:\s*,(?=\s*del?\s))?"
+    r"(?:\s*,(?=\s*del?\s))?|\s+y\s+(?:siguientes|ss\.)"
 )
 _LINK = re.compile(r"\s*,?\s*(?:de|del)\s+(?:(?:la|el|los|las|nuestra|nuestro|actual|vigente)\s+)*")
 _CONSTITUTIONAL = re.compile(r"\s+constitucional(?:es)?\b")
@@ -112,6 +113,7 @@ _ANAPHORA = re.compile(
     r"(?:\s+(?P<noun>ley|norma|codigo|constitucion|carta\s+magna|decreto|resolucion|acuerdo)\b)?"
 )
 _SENTENCE_BREAK = re.compile(r"[.;:!?]")
+_POSSESSIVE = re.compile(r"\bsus?\s*\Z")
 # How far before an article a norm may stand and still be quoted with it in `Citation.said`.
 _SAID_WINDOW = 40
 
@@ -224,13 +226,16 @@ def _read(text: str, earlier_norm: str | None) -> tuple[list[Citation], str | No
     for bare in _BARE_HEAD.finditer(low):
         if any(s <= bare.start() < e for s, e in groups):
             continue
-        parsed = _number_at(original, low, bare.end())
-        if parsed is None:
+        if bare.group(0).startswith("y") and not any(0 <= bare.start() - e <= _SAID_WINDOW for _, e in groups):
+            continue  # "y 12 del Código" continues a citation; "capítulos 2 y 3 de la Constitución" does not
+        group = _article_group(original, low, bare.end())
+        if group is None:
             continue
-        article, end = parsed
+        articles, end = group
         if _follows(low, end, starts, norms, earlier_norm) is None:
             continue  # "el 3 de noviembre": a bare number is an article only with its norm right after it
-        found.extend(_cite(low, bare.start() + len(bare.group(0)), end, [article], norms, starts, earlier_norm))
+        groups.append((bare.start(), end))
+        found.extend(_cite(low, bare.end(), end, articles, norms, starts, earlier_norm))
     found.sort(key=lambda item: item[0])
     last = norms[-1].key if norms else earlier_norm
     return [c for _, c in found], last
@@ -367,6 +372,11 @@ def _cite(
         norm = before[-1].key if before else None
         if before and start - before[-1].end <= _SAID_WINDOW and not _SENTENCE_BREAK.search(low, before[-1].end, start):
             said_start = before[-1].start
+        elif not before and _POSSESSIVE.search(low, 0, start):
+            # "Según su artículo 8, la Ley 45 de 2032 exige…": "su" points ahead, to the norm of its sentence
+            ahead = next((n for n in norms if n.start >= end), None)
+            if ahead is not None and not _SENTENCE_BREAK.search(low, end, ahead.start):
+                norm, said_end = ahead.key, ahead.end
     said = low[said_start:said_end]
     return [(said_start, Citation(said=said, article=a, norm=norm)) for a in articles]
 
