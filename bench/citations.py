@@ -14,7 +14,8 @@ Two kinds of lines are checked with the product's `CitationCheck`:
   citation a listener hears in them. A line whose citations the gold does not explain shows in `unexplained`.
 
 Scoring, per line: a gold citation is found when the check reports the same article (suffix included) of the same
-norm key (`norm_key` of the gold norm; null for none); `recall` = found / gold. `false_flags` counts the gold
+norm key (`norm_key` of the gold norm, its folded name when it has none, null for none; "ley 6" and "ley 6 de 2002"
+are the same norm, as in the check's matching); `recall` = found / gold. `false_flags` counts the gold
 citations in the sources that the check marks not verified, plus every citation the check reports that is not in
 the gold (to the user a spurious citation is a false alarm too). `missed_flags` counts gold citations outside the
 sources that the check nevertheless verified. `ms_per_sentence` is `time.perf_counter` over delivering and checking
@@ -40,7 +41,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # `python bench/citations.py` from the repository root
     sys.path.insert(0, str(ROOT))
 
-from agent.voice.citations import CitationCheck, article_key, fold, norm_key  # noqa: E402
+from agent.voice.citations import CitationCheck, article_key, fold, norm_key, norms_match  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results" / "citations.json"
 SENTENCES = ROOT / "bench" / "citations" / "sentences.jsonl"
@@ -152,6 +153,11 @@ def _gold_norm(norm: str | None) -> str | None:
     return None if norm is None else (norm_key(norm) or fold(norm))
 
 
+def _same_norm(found: str | None, gold: str | None) -> bool:
+    """The same norm key, a numbered norm said without its year being that norm of any year (as the check has it)."""
+    return found == gold or (found is not None and gold is not None and norms_match(found, gold))
+
+
 def run(conversations: list[Conversation]) -> list[tuple[str, str, list[Gold], list[tuple[str | None, str, bool]]]]:
     """Every line with its gold and what the check reported: (norm key, article, verified)."""
     lines = []
@@ -188,8 +194,8 @@ def score(lines: list[tuple[str, str, list[Gold], list[tuple[str | None, str, bo
         left = list(found)
         for norm, article, in_sources in gold:
             gold_total += 1
-            want = (_gold_norm(norm), article_key(article))
-            hit = next((f for f in left if (f[0], article_key(f[1])) == want), None)
+            want_norm, want_article = _gold_norm(norm), article_key(article)
+            hit = next((f for f in left if article_key(f[1]) == want_article and _same_norm(f[0], want_norm)), None)
             if hit is None:
                 missed.append(f"{line_id}: {norm} {article}")
                 continue
