@@ -4,12 +4,43 @@ An invented article number is the costly failure of legal research by voice: the
 dice…" while the sources on screen said nothing of the kind. The instructions ask the model to cite only what the
 search returned; this module checks that it did, on the words it actually speaks.
 
-`find_citations` reads a norm and article out of spoken Spanish ("el artículo setenta y cuatro de la
-Constitución", "la ley seis de dos mil dos, artículo tres", "el 74 de la Constitución"); spelled-out numbers are
-turned into digits by text2num, the library made for it. `CitationCheck` keeps the citations of every source
-delivered to the model in the conversation and says, for each citation the agent speaks, whether one of them
-holds it: the same article of the same norm, or, when the agent names no norm, the same article of any norm
-delivered. A right article of the wrong norm is not verified.
+Reading (`find_citations`). Spelled-out numbers become digits through text2num's `alpha2digit` (threshold 0, so
+"artículo uno" and "artículo primero" are read too; "segundo" and "sétimo", which it leaves alone, are read here).
+A citation is an article number in one of these forms, and nothing else:
+
+- after "artículo(s)" / "art." / "arts.": "artículo 74", "artículo setenta y cuatro", "artículo décimo tercero",
+  "artículo 12-A", "artículo doce A", "artículo 12 bis"; lists "artículos 3, 4 y 5", "artículos 3 y el 4"; ranges
+  "del artículo 3 al 5", which cite their two ends only (the articles between are not claimed one by one);
+- a bare number with a norm right after it: "el 74 de la Constitución", "el 12 del Código de Trabajo",
+  "el 74 constitucional".
+
+"Numeral 2 del artículo 40", "inciso b" and the like cite the article (40); a sub-unit alone cites nothing.
+Numbers anywhere else (ages, years, amounts, dates, "dos veces", "3 de noviembre", phone numbers) are never
+citations, and neither is a norm named without an article ("según la ley", "la Ley 6 de 2002").
+
+Norms and their keys (`norm_key`): the Constitution ("la Constitución Política…", "la carta magna", "nuestra
+Constitución", "constitucional") is "constitucion"; a numbered norm is "ley 6 de 2002" ("la ley seis de dos mil
+dos", "Ley N.° 6 de 2002", "Ley 6 de 22 de enero de 2002"), or "ley 6" when no year is said, and the same for
+"decreto" (ejecutivo), "decreto ley", "decreto de gabinete", "resolucion", "acuerdo"; a code is keyed by its
+name's first word ("el Código del Trabajo", "código laboral" and the source "Código de Trabajo" are all
+"codigo de trabajo"; "Código Penal" is "codigo penal"). A source's norm that is none of these is keyed by its
+folded name, so it is only ever matched by citations that name no norm.
+
+Which norm an article belongs to, in this order:
+
+1. the norm linked right after it by "de"/"del" (sub-units between are skipped): "el artículo 3 de la Ley 6 de
+   2002", "los artículos 3 y 4 de la Constitución" (a list or range shares it), "artículo 40, numeral 2, del
+   Código de Trabajo", or "constitucional";
+2. "de la misma ley", "de dicha ley", "de esa norma"…: the last norm named before it, in this text or, failing
+   that, earlier in the conversation (`CitationCheck` remembers it);
+3. otherwise the last norm named before it in the same text, as a listener hears it: "la Ley 6 de 2002, artículo
+   3", "la Constitución, en su artículo 74", "la Ley 6 de 2002 regula el permiso; el artículo 3 dice…";
+4. otherwise none: the article was said alone.
+
+Matching (`CitationCheck`): a citation is verified when a source delivered to the model earlier in the same
+conversation (any tool call, not only the last) holds the same article of the same norm; a numbered norm said
+without its year matches that number of any year. A citation that names no norm is verified when any delivered
+source has that article. A right article of the wrong norm is not verified.
 """
 
 from __future__ import annotations
@@ -25,13 +56,66 @@ CONSTITUTION = "constitucion"
 """How a citation of the Constitution is keyed, whatever the words: "la Constitución", "la Constitución Política
 de la República de Panamá", "la carta magna"."""
 
-_CONSTITUTION_WORDS = re.compile(r"\b(?:constitucion(?: politica)?(?: de la republica de panama)?|carta magna)\b")
-_LAW = re.compile(r"\bley(?:\s+(?:n(?:o|umero|um)\.?|n\.?o\.?))?\s+(\d{1,4})\s+de\s+(\d{4})\b")
-_ARTICLE = re.compile(r"\b(?:articulos?|art\.)\s+(\d{1,4})(?:\s*-?\s*([a-z])\b(?!\s+(?:la|el|los|las|de)\b))?")
-_NORM_SPAN = re.compile(rf"(?:{_CONSTITUTION_WORDS.pattern})|(?:{_LAW.pattern})")
-# How far from an article a norm may be named and still be its norm: "el artículo 3 de la Ley 6 de 2002",
-# "la Ley 6 de 2002, en su artículo 3".
-_NORM_WINDOW = 60
+_CONSTITUTION = (
+    r"constitucion(?!\s+de\s+(?:una?|1|los|las|el|sus?|esta|esa)\b)(?:\s+politica)?(?:\s+(?:nacional|panamena))?"
+    r"(?:\s+de\s+(?:la\s+republica(?:\s+de\s+panama)?|panama))?|carta\s+(?:magna|fundamental)"
+    r"|(?:norma|texto|precepto|disposicion|mandato)\s+constitucional"
+)
+_NUMBERED_KINDS = r"decreto\s+ley|decreto\s+de\s+gabinete|decreto(?:\s+ejecutivo)?|ley|resolucion|acuerdo"
+_NUMBER_MARK = r"(?:(?:n\s*\.?\s*°|no\.?|nro\.?|num\.?|numero)\s*)?"
+_MONTHS = r"enero|febrero|marzo|abril|mayo|junio|julio|agosto|septiembre|setiembre|octubre|noviembre|diciembre"
+_NUMBERED = (
+    rf"(?P<kind>{_NUMBERED_KINDS})\s+{_NUMBER_MARK}(?P<num>\d{{1,5}})(?![\d.,]\d)"
+    rf"(?:\s+del?\s+(?:\d{{1,2}}\s+de\s+(?:{_MONTHS})\s+del?\s+|ano\s+)?(?P<year>(?:1[89]|2\d)\d\d)\b)?"
+)
+_CODE_CONNECTOR = r"(?:del|de\s+la|de\s+los|de\s+las|de)"
+_CODE = rf"codigo(?:\s+(?P<conn>{_CODE_CONNECTOR}))?\s+(?P<w1>[a-z]+)(?:\s+(?P<w2>[a-z]+))?"
+_NORM = re.compile(rf"\b(?:(?P<const>{_CONSTITUTION})|(?P<numbered>{_NUMBERED})|(?P<code>{_CODE}))")
+# Words that cannot name a code ("el código que…", "código de barras" is kept: it simply matches no source).
+_NOT_CODE_WORDS = frozenset("que y o e a en el la los las un una se lo su sus es dice establece".split())
+_CODE_SYNONYMS = {"laboral": "trabajo"}
+# Codes whose first word does not tell them apart ("Código Procesal Penal", "Código de Procedimiento Civil").
+_CODE_TWO_WORDS = frozenset({"procesal", "procedimiento"})
+_NUMBERED_KEY = re.compile(r"^(?P<kind>[a-z ]+?) (?P<num>\d+)(?: de (?P<year>\d{4}))?$")
+
+# One article number as said, after text2num: digits, or the ordinals text2num leaves in words.
+_ORDINAL_WORDS = {"segundo": 2, "segunda": 2, "setimo": 7, "setima": 7}
+_ARTICLE_NUMBER = re.compile(r"(?P<n>\d{1,4}|segund[oa]|setim[oa])(?!\d|[.,]\d)(?:\.?\s?°)?")
+_LATIN = re.compile(r"(?:\s*(?:-|guion)\s*|\s+)?(bis|ter|quater|quinquies)\b")
+_LETTER_JOINED = re.compile(r"\s*(?:-|guion)\s*([a-z])\b|([a-z])\b")
+_LETTER_SPACED = re.compile(r"\s+([a-z])\b")
+# After a lowercase "a" that is an article's letter ("el artículo 12 a, de la ley…"), not the preposition.
+_AFTER_LETTER_A = re.compile(r"\s*(?:$|[,.;:)!?]|\s(?:de|del|y|e|o|u)\b)")
+_ARTICLE_HEAD = re.compile(
+    rf"\b(?:articulos?|arts?\.?)\s*{_NUMBER_MARK}(?:(?:del|de\s+los|los)\s+)?(?=\d|segund|setim)"
+)
+_BARE_HEAD = re.compile(r"\b(?:el|del|al|los|y)\s+(?=\d)")
+_LIST_NEXT = re.compile(
+    r"\s*(?:,\s*(?:y\s+|e\s+)?|\s+(?:y|e|o|u)\s+|\s+(?:al|a|hasta(?:\s+el)?)\s+)(?:(?:el|los|del)\s+)?"
+    r"(?:(?:articulos?|arts?\.?)\s+)?(?=\d|segund|setim)"
+)
+# A number followed by one of these is a quantity, a date or a sub-unit, never a listed article.
+_NOT_AN_ARTICLE_AFTER = re.compile(
+    rf"\s*(?:%|por\s+(?:ciento|100)\b|(?:anos?|dias?|mes|meses|semanas?|horas?|minutos?|veces|vez|balboas?|"
+    rf"dolares?|personas?|trabajadores?|metros?|kilometros?|hectareas?|mil|millones?|parrafos?|incisos?|"
+    rf"numerales?|literales?|apartados?|de\s+(?:{_MONTHS}))\b)"
+)
+_SUB_UNITS = r"numeral|inciso|subinciso|literal|ordinal|parrafo|acapite|apartado|letra"
+_SUB_UNIT = re.compile(
+    rf"(?:\s*,)?\s+(?:(?:{_SUB_UNITS})\s+(?:\d{{1,3}}(?:\.?\s?°)?|[a-z]\b|primero|segundo|tercero|cuarto|quinto|"
+    rf"ultimo)|(?:\d{{1,3}}(?:\.?\s?°)?|primer|segundo|tercer|cuarto|quinto|ultimo)\s+(?:{_SUB_UNITS}))\b"
+    r"(?:\s*,(?=\s*del?\s))?|\s+y\s+(?:siguientes|ss\.)"
+)
+_LINK = re.compile(r"\s*,?\s*(?:de|del)\s+(?:(?:la|el|los|las|nuestra|nuestro|actual|vigente)\s+)*")
+_CONSTITUTIONAL = re.compile(r"\s+constitucional(?:es)?\b")
+_ANAPHORA = re.compile(
+    r"(?P<dem>misma|mismo|dicha|dicho|esa|ese|esta|este|citada|citado|referida|referido|mencionada|mencionado)\b"
+    r"(?:\s+(?P<noun>ley|norma|codigo|constitucion|carta\s+magna|decreto|resolucion|acuerdo)\b)?"
+)
+_SENTENCE_BREAK = re.compile(r"[.;:!?]")
+_POSSESSIVE = re.compile(r"\bsus?\s*\Z")
+# How far before an article a norm may stand and still be quoted with it in `Citation.said`.
+_SAID_WINDOW = 40
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,11 +123,12 @@ class Citation:
     """One article the agent named, as said and as keyed for matching."""
 
     said: str
-    """The words as spoken, from the article to its norm when the norm was named next to it."""
+    """The words as spoken (folded, numbers as digits), from the article to its norm when the norm was named with
+    it."""
     article: str
-    """The article as sources write it: "74", "12-A"."""
+    """The article as sources write it: "74", "12-A", "12 bis"."""
     norm: str | None
-    """The norm's key ("constitucion", "ley 6 de 2002"), or None when no norm was named next to the article."""
+    """The norm's key ("constitucion", "ley 6 de 2002", "codigo de trabajo"), or None when no norm goes with it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,76 +145,270 @@ class CheckedCitation:
 
 def fold(text: str) -> str:
     """Lowercase, accents off, spaces collapsed: spoken transcripts and source citations meet here."""
-    decomposed = unicodedata.normalize("NFKD", text.lower())
-    return " ".join("".join(c for c in decomposed if not unicodedata.combining(c)).split())
+    return " ".join(_strip_accents(text).lower().split())
+
+
+def _strip_accents(text: str) -> str:
+    decomposed = unicodedata.normalize("NFKD", text)
+    return "".join(c for c in decomposed if not unicodedata.combining(c))
 
 
 def norm_key(name: str) -> str | None:
-    """The key of a norm's name as a source writes it ("Ley 6 de 2002", "Constitución Política de la República de
-    Panamá"), None when it is neither a law nor the Constitution."""
-    folded = fold(alpha2digit(name, "es"))
-    if _CONSTITUTION_WORDS.search(folded):
-        return CONSTITUTION
-    law = _LAW.search(folded)
-    return f"ley {int(law.group(1))} de {law.group(2)}" if law else None
+    """The key of a norm's name ("Ley 6 de 2002", "Constitución Política de la República de Panamá", "Código de
+    Trabajo"), from the first norm it names; None when it names no law, decree, code or Constitution."""
+    for found in _NORM.finditer(_prepare(name)[1]):
+        key = _key(found)
+        if key is not None:
+            return key[0]
+    return None
 
 
 def source_key(citation: str) -> tuple[str | None, str] | None:
-    """(norm key, article) of a source's citation ("NORM, artículo 12-A"); None if it names no article."""
+    """(norm key, article) of a source's citation ("NORM, artículo 12-A"); None if it names no article. A norm
+    that is no law, decree, code or Constitution is keyed by its folded name."""
     norm, sep, article = citation.rpartition(",")
-    found = _ARTICLE.search(fold(article)) if sep else None
-    if found is None:
+    if not sep:
         return None
-    return norm_key(norm), _article(found)
+    original, low = _prepare(article)
+    head = _ARTICLE_HEAD.search(low)
+    parsed = _number_at(original, low, head.end()) if head else None
+    if parsed is None:
+        return None
+    return norm_key(norm) or fold(norm), parsed[0]
 
 
-def _article(match: re.Match[str]) -> str:
-    number, letter = match.group(1), match.group(2)
-    return f"{int(number)}-{letter.upper()}" if letter else str(int(number))
+def article_key(label: str) -> str:
+    """One key for an article label however written: "12-A", "12 a", "12A" and "12-a" agree; "12 bis" too."""
+    return " ".join(fold(label).replace("-", " ").replace("°", "").split()).replace(" ", "")
 
 
-def find_citations(text: str) -> list[Citation]:
-    """Every article the text names, with the norm named next to it (before or after), in order."""
-    spoken = fold(alpha2digit(text, "es"))
-    norms = [(m.start(), m.end(), _norm_of(m)) for m in _NORM_SPAN.finditer(spoken)]
-    out: list[Citation] = []
-    for m in _ARTICLE.finditer(spoken):
-        after = [n for n in norms if 0 <= n[0] - m.end() <= _NORM_WINDOW]
-        before = [n for n in norms if 0 <= m.start() - n[1] <= _NORM_WINDOW]
-        near = after[0] if after else (before[-1] if before else None)
-        start, end = (m.start(), near[1]) if near and near in after else (near[0] if near else m.start(), m.end())
-        out.append(Citation(said=spoken[start:end], article=_article(m), norm=near[2] if near else None))
-    return out
+def norms_match(said: str, source: str) -> bool:
+    """Whether a norm key the agent said names a source's norm key: equal, or the same numbered norm when either
+    leaves the year out."""
+    if said == source:
+        return True
+    a, b = _NUMBERED_KEY.match(said), _NUMBERED_KEY.match(source)
+    if a is None or b is None:
+        return False
+    same_norm = a.group("kind") == b.group("kind") and a.group("num") == b.group("num")
+    return same_norm and (a.group("year") is None or b.group("year") is None)
 
 
-def _norm_of(match: re.Match[str]) -> str:
-    text = match.group(0)
-    law = _LAW.search(text)
-    return f"ley {int(law.group(1))} de {law.group(2)}" if law else CONSTITUTION
+def find_citations(text: str, *, earlier_norm: str | None = None) -> list[Citation]:
+    """Every article the text names, with its norm, in order. `earlier_norm` is the last norm named before this
+    text in the conversation, for "de la misma ley" when the text itself names none."""
+    return _read(text, earlier_norm)[0]
+
+
+@dataclass(frozen=True, slots=True)
+class _Norm:
+    start: int
+    end: int
+    key: str
+
+
+def _read(text: str, earlier_norm: str | None) -> tuple[list[Citation], str | None]:
+    """The citations in `text`, and the last norm it names (or `earlier_norm` when it names none)."""
+    original, low = _prepare(text)
+    norms = [_Norm(m.start(), k[1], k[0]) for m in _NORM.finditer(low) if (k := _key(m)) is not None]
+    starts = {n.start: n for n in norms}
+    found: list[tuple[int, Citation]] = []
+    groups: list[tuple[int, int]] = []
+    for head in _ARTICLE_HEAD.finditer(low):
+        if groups and head.start() < groups[-1][1]:
+            continue
+        group = _article_group(original, low, head.end())
+        if group is None:
+            continue
+        articles, end = group
+        groups.append((head.start(), end))
+        found.extend(_cite(low, head.start(), end, articles, norms, starts, earlier_norm))
+    for bare in _BARE_HEAD.finditer(low):
+        if any(s <= bare.start() < e for s, e in groups):
+            continue
+        if bare.group(0).startswith("y") and not any(0 <= bare.start() - e <= _SAID_WINDOW for _, e in groups):
+            continue  # "y 12 del Código" continues a citation; "capítulos 2 y 3 de la Constitución" does not
+        group = _article_group(original, low, bare.end())
+        if group is None:
+            continue
+        articles, end = group
+        if _follows(low, end, starts, norms, earlier_norm) is None:
+            continue  # "el 3 de noviembre": a bare number is an article only with its norm right after it
+        groups.append((bare.start(), end))
+        found.extend(_cite(low, bare.end(), end, articles, norms, starts, earlier_norm))
+    found.sort(key=lambda item: item[0])
+    last = norms[-1].key if norms else earlier_norm
+    return [c for _, c in found], last
+
+
+def _prepare(text: str) -> tuple[str, str]:
+    """(accents off with case kept, the same lowercased): numbers in words as digits, ordinal marks as "°"."""
+    spaced = re.sub(r"(?<=[^\W\d_])-(?=\w)", " -", text)  # "doce-A": text2num reads "doce" only on its own
+    digits = alpha2digit(spaced, "es", threshold=0).translate(_ORDINAL_MARKS)
+    original = " ".join(_strip_accents(digits).split())
+    low = original.lower()
+    if len(low) != len(original):  # a character whose lowercase is longer: the case check is lost, not the text
+        original = low
+    return original, low
+
+
+_ORDINAL_MARKS = str.maketrans({"º": "°", "ª": "°"})
+
+
+def _key(match: re.Match[str]) -> tuple[str, int] | None:
+    """A norm's key and where its name ends, None for "código" followed by no name."""
+    if match.group("const"):
+        return CONSTITUTION, match.end()
+    if match.group("numbered"):
+        kind = " ".join(match.group("kind").split()).replace("decreto ejecutivo", "decreto")
+        year = match.group("year")
+        return f"{kind} {int(match.group('num'))}" + (f" de {year}" if year else ""), match.end()
+    first, second = match.group("w1"), match.group("w2")
+    if first in _NOT_CODE_WORDS:
+        return None
+    first = _CODE_SYNONYMS.get(first, first)
+    two = first in _CODE_TWO_WORDS and second is not None
+    name = f"{first} {second}" if two else first
+    connected = match.group("conn") is not None or first in _CODE_SYNONYMS.values()
+    return (f"codigo de {name}" if connected else f"codigo {name}"), match.end() if two else match.end("w1")
+
+
+def _number_at(original: str, low: str, pos: int) -> tuple[str, int] | None:
+    """The article label said at `pos` ("74", "12-A", "12 bis") and where it ends."""
+    m = _ARTICLE_NUMBER.match(low, pos)
+    if m is None:
+        return None
+    said = m.group("n")
+    number = _ORDINAL_WORDS.get(said) or int(said)
+    if number == 0:
+        return None
+    end = m.end()
+    latin = _LATIN.match(low, end)
+    if latin:
+        return f"{number} {latin.group(1)}", latin.end()
+    joined = _LETTER_JOINED.match(low, end)
+    if joined:
+        letter = joined.group(1) or joined.group(2)
+        if letter != "o":  # "12o" is an ordinal mark typed as a letter
+            return f"{number}-{letter.upper()}", joined.end()
+    spaced = _LETTER_SPACED.match(low, end)
+    if spaced and _is_article_letter(original, low, spaced):
+        return f"{number}-{spaced.group(1).upper()}", spaced.end()
+    return str(number), end
+
+
+def _is_article_letter(original: str, low: str, spaced: re.Match[str]) -> bool:
+    """Whether "12 a" is article 12-A, not 12 followed by the word "a" (or "y", "e", "o", "u")."""
+    letter = spaced.group(1)
+    if letter in "yeou":
+        return False
+    if letter == "a":
+        return original[spaced.start(1)] == "A" or _AFTER_LETTER_A.match(low, spaced.end()) is not None
+    return True
+
+
+def _article_group(original: str, low: str, pos: int) -> tuple[list[str], int] | None:
+    """The articles of one list or range said from `pos` ("3, 4 y 5", "3 al 5"), and where it ends."""
+    first = _number_at(original, low, pos)
+    if first is None or _NOT_AN_ARTICLE_AFTER.match(low, first[1]):
+        return None
+    articles, end = [first[0]], first[1]
+    while (step := _LIST_NEXT.match(low, end)) is not None:
+        parsed = _number_at(original, low, step.end())
+        if parsed is None or _NOT_AN_ARTICLE_AFTER.match(low, parsed[1]):
+            break
+        articles.append(parsed[0])
+        end = parsed[1]
+    return articles, end
+
+
+def _follows(low: str, pos: int, starts: dict[int, _Norm], norms: list[_Norm], earlier: str | None) -> str | None:
+    """The norm linked right after an article ending at `pos` ("… de la Ley 6", "… constitucional"), if any."""
+    while (sub := _SUB_UNIT.match(low, pos)) is not None:
+        pos = sub.end()
+    if _CONSTITUTIONAL.match(low, pos):
+        return CONSTITUTION
+    link = _LINK.match(low, pos)
+    if link is None:
+        return None
+    at = link.end()
+    if at in starts:
+        return starts[at].key
+    anaphora = _ANAPHORA.match(low, at)
+    if anaphora is None:
+        return None
+    if anaphora.group("noun") is None:  # "de la misma." refers; "de la misma forma", "de esta manera" do not
+        if anaphora.group("dem") not in ("misma", "mismo") or not _ends_phrase(low, anaphora.end()):
+            return None
+    elif anaphora.start("noun") in starts:  # "de esta Ley 6 de 2002": named, not referred to
+        return starts[anaphora.start("noun")].key
+    before = [n for n in norms if n.end <= pos]
+    return before[-1].key if before else earlier
+
+
+def _ends_phrase(low: str, pos: int) -> bool:
+    return pos >= len(low) or low[pos] in ",.;:)!?"
+
+
+def _cite(
+    low: str,
+    start: int,
+    end: int,
+    articles: list[str],
+    norms: list[_Norm],
+    starts: dict[int, _Norm],
+    earlier: str | None,
+) -> list[tuple[int, Citation]]:
+    """The citations of one article group spanning low[start:end], each with the group's norm."""
+    linked = _follows(low, end, starts, norms, earlier)
+    said_start, said_end = start, end
+    if linked is not None:
+        after = next((n for n in norms if n.start >= end and n.key == linked), None)
+        if after is not None and after.start - end <= _SAID_WINDOW:
+            said_end = after.end
+        norm: str | None = linked
+    else:
+        before = [n for n in norms if n.end <= start]
+        norm = before[-1].key if before else None
+        if before and start - before[-1].end <= _SAID_WINDOW and not _SENTENCE_BREAK.search(low, before[-1].end, start):
+            said_start = before[-1].start
+        elif not before and _POSSESSIVE.search(low, 0, start):
+            # "Según su artículo 8, la Ley 45 de 2032 exige…": "su" points ahead, to the norm of its sentence
+            ahead = next((n for n in norms if n.start >= end), None)
+            if ahead is not None and not _SENTENCE_BREAK.search(low, end, ahead.start):
+                norm, said_end = ahead.key, ahead.end
+    said = low[said_start:said_end]
+    return [(said_start, Citation(said=said, article=a, norm=norm)) for a in articles]
 
 
 class CitationCheck:
     """The sources delivered to the model in one conversation, and the check of what the agent says against them."""
 
     def __init__(self) -> None:
-        self._delivered: dict[tuple[str | None, str], tuple[str, str]] = {}
+        # article key -> (norm key, the source's citation, call id), in delivery order
+        self._delivered: dict[str, list[tuple[str | None, str, str]]] = {}
+        self._last_norm: str | None = None
 
     def deliver(self, call_id: str, citations: Iterable[str]) -> None:
         """Sources the model was given (their `citation` strings), from the tool call `call_id`."""
         for citation in citations:
             key = source_key(citation)
-            if key is not None:
-                self._delivered.setdefault(key, (citation, call_id))
+            if key is None:
+                continue
+            held = self._delivered.setdefault(article_key(key[1]), [])
+            if all(norm != key[0] for norm, _, _ in held):
+                held.append((key[0], citation, call_id))
 
     def check(self, text: str) -> list[CheckedCitation]:
         """Each citation in `text`, verified when a delivered source holds that article (of that norm, if named)."""
-        return [self._checked(c) for c in find_citations(text)]
+        citations, self._last_norm = _read(text, self._last_norm)
+        return [self._checked(c) for c in citations]
 
     def _checked(self, citation: Citation) -> CheckedCitation:
+        held = self._delivered.get(article_key(citation.article), [])
         if citation.norm is not None:
-            hit = self._delivered.get((citation.norm, citation.article))
-        else:
-            hit = next((v for (_, art), v in self._delivered.items() if art == citation.article), None)
-        if hit is None:
+            held = [h for h in held if h[0] is not None and norms_match(citation.norm, h[0])]
+        if not held:
             return CheckedCitation(citation, verified=False)
-        return CheckedCitation(citation, verified=True, source=hit[0], call_id=hit[1])
+        _, source, call_id = held[-1]  # the latest delivery: its card is the one most likely on screen
+        return CheckedCitation(citation, verified=True, source=source, call_id=call_id)
