@@ -57,15 +57,31 @@ class Searcher:
         return str(arguments.get("query", ""))
 
 
+class FakeHandle:
+    """A queued reply's speech handle: not played yet until `played`."""
+
+    def __init__(self) -> None:
+        self.played = False
+        self.interrupted = False
+
+    def done(self) -> bool:
+        return self.played or self.interrupted
+
+    def interrupt(self) -> None:
+        self.interrupted = True
+
+
 class FakeSession:
     """What the agent needs of the AgentSession to ask for a correction."""
 
     def __init__(self) -> None:
         self.replies: list[str] = []
+        self.handles: list[FakeHandle] = []
 
     def generate_reply(self, *, instructions: str) -> Any:
         self.replies.append(instructions)
-        return None
+        self.handles.append(FakeHandle())
+        return self.handles[-1]
 
 
 class Agent(LexvozAgent):
@@ -206,6 +222,19 @@ async def test_an_interrupted_message_asks_for_no_correction() -> None:
     await agent.research.spoken.drain()
     assert [m["verified"] for m in checked(room)] == [False]
     assert agent.fake_session.replies == []
+
+
+async def test_a_correction_not_yet_spoken_is_dropped_when_the_user_takes_a_new_turn() -> None:
+    agent, _, _ = make()
+    await speak(agent, "El artículo 99 de la Constitución.")
+    await speak(agent, "El artículo 98 de la Constitución.")  # same turn: still one correction
+    [handle] = agent.fake_session.handles
+    agent.on_new_user_turn()
+    assert handle.interrupted
+    await speak(agent, "El artículo 97 de la Constitución.")
+    agent.fake_session.handles[-1].played = True
+    agent.on_new_user_turn()  # a correction already spoken is left alone
+    assert not agent.fake_session.handles[-1].interrupted
 
 
 def _count(norm: str, verified: str) -> float:
