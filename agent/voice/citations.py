@@ -11,8 +11,8 @@ A citation is an article number in one of these forms, and nothing else:
 - after "artículo(s)" / "art." / "arts.": "artículo 74", "artículo setenta y cuatro", "artículo décimo tercero",
   "artículo 12-A", "artículo doce A", "artículo 12 bis"; lists "artículos 3, 4 y 5", "artículos 3 y el 4"; ranges
   "del artículo 3 al 5", which cite their two ends only (the articles between are not claimed one by one);
-- a bare number with a norm right after it: "el 74 de la Constitución", "el 12 del Código de Trabajo",
-  "el 74 constitucional".
+- a bare number (or list) with a norm right after it: "el 74 de la Constitución", "el 12 y el 13 del Código de
+  Trabajo", "el 74 constitucional", and "… y 12 del Código de Trabajo" right after another citation.
 
 "Numeral 2 del artículo 40", "inciso b" and the like cite the article (40); a sub-unit alone cites nothing.
 Numbers anywhere else (ages, years, amounts, dates, "dos veces", "3 de noviembre", phone numbers) are never
@@ -30,12 +30,13 @@ Which norm an article belongs to, in this order:
 
 1. the norm linked right after it by "de"/"del" (sub-units between are skipped): "el artículo 3 de la Ley 6 de
    2002", "los artículos 3 y 4 de la Constitución" (a list or range shares it), "artículo 40, numeral 2, del
-   Código de Trabajo", or "constitucional";
+   Código de Trabajo", "artículo 215 y siguientes del Código Penal", or "constitucional";
 2. "de la misma ley", "de dicha ley", "de esa norma"…: the last norm named before it, in this text or, failing
    that, earlier in the conversation (`CitationCheck` remembers it);
 3. otherwise the last norm named before it in the same text, as a listener hears it: "la Ley 6 de 2002, artículo
    3", "la Constitución, en su artículo 74", "la Ley 6 de 2002 regula el permiso; el artículo 3 dice…";
-4. otherwise none: the article was said alone.
+4. "su artículo 8, la Ley 45 de 2032…" with no norm before it: the norm named next in its sentence;
+5. otherwise none: the article was said alone.
 
 Matching (`CitationCheck`): a citation is verified when a source delivered to the model earlier in the same
 conversation (any tool call, not only the last) holds the same article of the same norm; a numbered norm said
