@@ -3,6 +3,8 @@ delivered in the conversation hold them (agent/voice/citations.py)."""
 
 from __future__ import annotations
 
+import unicodedata
+
 import pytest
 
 from agent.voice.citations import CONSTITUTION, CitationCheck, find_citations, norm_key, source_key
@@ -68,6 +70,42 @@ def test_citation_with_letter_or_latin_suffix(said: str, article: str) -> None:
 
 def test_citation_letter_a_that_is_a_preposition_is_no_suffix() -> None:
     assert _keys("El artículo 12 a los trabajadores les concede vacaciones.") == [(None, "12")]
+
+
+# -- what was said, in the agent's own words ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ("Según el artículo 74 de la Constitución, sí.", "artículo 74 de la Constitución"),
+        ("Según el artículo setenta y cuatro de la Constitución, sí.", "artículo setenta y cuatro de la Constitución"),
+        ("Lo dice el artículo décimo tercero de la Constitución.", "artículo décimo tercero de la Constitución"),
+        ("Lo dice el Artículo 1.º de la Constitución.", "Artículo 1.º de la Constitución"),
+        ("Véase el artículo doce-A de la Ley 6 de 2002.", "artículo doce-A de la Ley 6 de 2002"),
+        ("Véase el artículo 12 bis de la ley seis de dos mil dos.", "artículo 12 bis de la ley seis de dos mil dos"),
+        ("La ley seis de dos mil dos, artículo tres, lo dice.", "ley seis de dos mil dos, artículo tres"),
+        ("Eso lo protege el setenta y cuatro constitucional.", "setenta y cuatro constitucional"),
+        ("Eso lo dice el  74   de la   Constitución.", "74   de la   Constitución"),
+    ],
+)
+def test_citation_said_is_the_words_of_the_text(text: str, said: str) -> None:
+    """The page finds `said` in the transcript, so it is the text's own substring: case, accents, number words."""
+    [citation] = find_citations(text)
+    assert citation.said == said
+    assert citation.said in text
+
+
+def test_citation_said_of_a_list_is_the_whole_list_as_said() -> None:
+    text = "Los artículos tres, cuatro y cinco de la Constitución lo regulan."
+    assert {c.said for c in find_citations(text)} == {"artículos tres, cuatro y cinco de la Constitución"}
+
+
+def test_citation_said_survives_decomposed_accents() -> None:
+    text = unicodedata.normalize("NFD", "El artículo veintidós de la Constitución.")
+    [citation] = find_citations(text)
+    assert (citation.norm, citation.article) == (CONSTITUTION, "22")
+    assert citation.said in text and citation.said.startswith("arti")
 
 
 # -- forms of a citation ----------------------------------------------------------------------------------

@@ -4,8 +4,10 @@ An invented article number is the costly failure of legal research by voice: the
 dice…" while the sources on screen said nothing of the kind. The instructions ask the model to cite only what the
 search returned; this module checks that it did, on the words it actually speaks.
 
-Reading (`find_citations`). Spelled-out numbers become digits through text2num's `alpha2digit` (threshold 0, so
-"artículo uno" and "artículo primero" are read too; "segundo" and "sétimo", which it leaves alone, are read here).
+Reading (`find_citations`). Spelled-out numbers become digits through text2num's `find_numbers` (threshold 0, so
+"artículo uno" and "artículo primero" are read too; "segundo" and "sétimo", which it leaves alone, are read here),
+word by word, so that every character read keeps the span of the text it came from: a citation's `said` is the
+agent's own words ("artículo setenta y cuatro de la Constitución"), which the page finds in the transcript.
 A citation is an article number in one of these forms, and nothing else:
 
 - after "artículo(s)" / "art." / "arts.": "artículo 74", "artículo setenta y cuatro", "artículo décimo tercero",
@@ -51,7 +53,7 @@ import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from text_to_num import alpha2digit
+from text_to_num import find_numbers
 
 CONSTITUTION = "constitucion"
 """How a citation of the Constitution is keyed, whatever the words: "la Constitución", "la Constitución Política
@@ -124,8 +126,8 @@ class Citation:
     """One article the agent named, as said and as keyed for matching."""
 
     said: str
-    """The words as spoken (folded, numbers as digits), from the article to its norm when the norm was named with
-    it."""
+    """The words as said, a substring of the checked text (case, accents and numbers in words as they were), from
+    the article to its norm when the norm was named with it; an article of a list carries the whole list."""
     article: str
     """The article as sources write it: "74", "12-A", "12 bis"."""
     norm: str | None
@@ -157,7 +159,7 @@ def _strip_accents(text: str) -> str:
 def norm_key(name: str) -> str | None:
     """The key of a norm's name ("Ley 6 de 2002", "Constitución Política de la República de Panamá", "Código de
     Trabajo"), from the first norm it names; None when it names no law, decree, code or Constitution."""
-    for found in _NORM.finditer(_prepare(name)[1]):
+    for found in _NORM.finditer(_prepare(name).low):
         key = _key(found)
         if key is not None:
             return key[0]
@@ -170,7 +172,8 @@ def source_key(citation: str) -> tuple[str | None, str] | None:
     norm, sep, article = citation.rpartition(",")
     if not sep:
         return None
-    original, low = _prepare(article)
+    prepared = _prepare(article)
+    original, low = prepared.original, prepared.low
     head = _ARTICLE_HEAD.search(low)
     parsed = _number_at(original, low, head.end()) if head else None
     if parsed is None:
@@ -210,7 +213,8 @@ class _Norm:
 
 def _read(text: str, earlier_norm: str | None) -> tuple[list[Citation], str | None]:
     """The citations in `text`, and the last norm it names (or `earlier_norm` when it names none)."""
-    original, low = _prepare(text)
+    prepared = _prepare(text)
+    original, low = prepared.original, prepared.low
     norms = [_Norm(m.start(), k[1], k[0]) for m in _NORM.finditer(low) if (k := _key(m)) is not None]
     starts = {n.start: n for n in norms}
     found: list[tuple[int, Citation]] = []
@@ -223,7 +227,7 @@ def _read(text: str, earlier_norm: str | None) -> tuple[list[Citation], str | No
             continue
         articles, end = group
         groups.append((head.start(), end))
-        found.extend(_cite(low, head.start(), end, articles, norms, starts, earlier_norm))
+        found.extend(_cite(prepared, head.start(), end, articles, norms, starts, earlier_norm))
     for bare in _BARE_HEAD.finditer(low):
         if any(s <= bare.start() < e for s, e in groups):
             continue
@@ -236,21 +240,100 @@ def _read(text: str, earlier_norm: str | None) -> tuple[list[Citation], str | No
         if _follows(low, end, starts, norms, earlier_norm) is None:
             continue  # "el 3 de noviembre": a bare number is an article only with its norm right after it
         groups.append((bare.start(), end))
-        found.extend(_cite(low, bare.end(), end, articles, norms, starts, earlier_norm))
+        found.extend(_cite(prepared, bare.end(), end, articles, norms, starts, earlier_norm))
     found.sort(key=lambda item: item[0])
     last = norms[-1].key if norms else earlier_norm
     return [c for _, c in found], last
 
 
-def _prepare(text: str) -> tuple[str, str]:
-    """(accents off with case kept, the same lowercased): numbers in words as digits, ordinal marks as "°"."""
-    spaced = re.sub(r"(?<=[^\W\d_])-(?=\w)", " -", text)  # "doce-A": text2num reads "doce" only on its own
-    digits = alpha2digit(spaced, "es", threshold=0).translate(_ORDINAL_MARKS)
-    original = " ".join(_strip_accents(digits).split())
-    low = original.lower()
-    if len(low) != len(original):  # a character whose lowercase is longer: the case check is lost, not the text
-        original = low
-    return original, low
+@dataclass(frozen=True, slots=True)
+class _Prepared:
+    """A text as the reading sees it, and where each of its characters came from in the text as given.
+
+    `original` keeps case (accents off, whitespace collapsed, numbers in words as digits, ordinal marks as "°");
+    `low` is the same lowercased, character for character. `starts[i]`/`ends[i]` are the span of the given text
+    that character i was made from: the character itself, or the whole word or run of number words it replaced.
+    """
+
+    text: str
+    original: str
+    low: str
+    starts: list[int]
+    ends: list[int]
+
+    def given(self, start: int, end: int) -> str:
+        """The words as given that low[start:end] was made from."""
+        return self.text[self.starts[start] : self.ends[end - 1]] if end > start else ""
+
+
+class _Word:
+    """A word for text2num's `find_numbers`, which reads a stream of tokens and says which of them are numbers."""
+
+    __slots__ = ("_text",)
+
+    def __init__(self, text: str) -> None:
+        self._text = text
+
+    def text(self) -> str:
+        return self._text
+
+    def nt_separated(self, previous: _Word) -> bool:
+        return False
+
+    def not_a_number_part(self) -> bool:
+        return False
+
+
+# Words (combining accents included, for text typed decomposed) and single marks; whitespace is what lies between.
+_TOKEN = re.compile(r"[\w\u0300-\u036f]+|\S")
+
+
+def _prepare(text: str) -> _Prepared:
+    """The text with spelled-out numbers as digits (text2num, threshold 0 so "artículo uno" is read too), accents
+    off, whitespace collapsed, and a map back to the given text, so a citation can be quoted in the words said."""
+    spans = [m.span() for m in _TOKEN.finditer(text)]
+    words = [text[a:b] for a, b in spans]
+    numbers = {
+        o.start: o
+        for o in find_numbers(
+            [_Word(w if w.isascii() else unicodedata.normalize("NFC", w)) for w in words], "es", threshold=0
+        )
+    }
+    kept: list[str] = []
+    lowered: list[str] = []
+    starts: list[int] = []
+    ends: list[int] = []
+    i, previous_end = 0, None
+    while i < len(spans):
+        a, b = spans[i]
+        number = numbers.get(i)
+        if number is not None:
+            b = spans[number.end - 1][1]
+            piece, whole, i = number.text.translate(_ORDINAL_MARKS), True, number.end
+        else:
+            word = words[i]
+            piece = word if word.isascii() else _strip_accents(word.translate(_ORDINAL_MARKS))
+            whole, i = len(piece) != len(word), i + 1
+        low = piece.lower()
+        if len(low) != len(piece):  # a character whose lowercase is longer: the case check is lost, not the text
+            piece, whole = low, True
+        if not piece:
+            continue
+        if previous_end is not None and previous_end < a:
+            kept.append(" ")
+            lowered.append(" ")
+            starts.append(previous_end)
+            ends.append(a)
+        kept.append(piece)
+        lowered.append(low)
+        if whole:
+            starts.extend([a] * len(piece))
+            ends.extend([b] * len(piece))
+        else:
+            starts.extend(range(a, b))
+            ends.extend(range(a + 1, b + 1))
+        previous_end = b
+    return _Prepared(text, "".join(kept), "".join(lowered), starts, ends)
 
 
 _ORDINAL_MARKS = str.maketrans({"º": "°", "ª": "°"})
@@ -323,18 +406,21 @@ def _article_group(original: str, low: str, pos: int) -> tuple[list[str], int] |
     return articles, end
 
 
-def _follows(low: str, pos: int, starts: dict[int, _Norm], norms: list[_Norm], earlier: str | None) -> str | None:
-    """The norm linked right after an article ending at `pos` ("… de la Ley 6", "… constitucional"), if any."""
+def _follows(
+    low: str, pos: int, starts: dict[int, _Norm], norms: list[_Norm], earlier: str | None
+) -> tuple[str, int] | None:
+    """The norm linked right after an article ending at `pos` ("… de la Ley 6", "… constitucional"), if any, and
+    where the words that link it end."""
     while (sub := _SUB_UNIT.match(low, pos)) is not None:
         pos = sub.end()
-    if _CONSTITUTIONAL.match(low, pos):
-        return CONSTITUTION
+    if constitutional := _CONSTITUTIONAL.match(low, pos):
+        return CONSTITUTION, constitutional.end()
     link = _LINK.match(low, pos)
     if link is None:
         return None
     at = link.end()
     if at in starts:
-        return starts[at].key
+        return starts[at].key, starts[at].end
     anaphora = _ANAPHORA.match(low, at)
     if anaphora is None:
         return None
@@ -342,9 +428,11 @@ def _follows(low: str, pos: int, starts: dict[int, _Norm], norms: list[_Norm], e
         if anaphora.group("dem") not in ("misma", "mismo") or not _ends_phrase(low, anaphora.end()):
             return None
     elif anaphora.start("noun") in starts:  # "de esta Ley 6 de 2002": named, not referred to
-        return starts[anaphora.start("noun")].key
+        named = starts[anaphora.start("noun")]
+        return named.key, named.end
     before = [n for n in norms if n.end <= pos]
-    return before[-1].key if before else earlier
+    referred = before[-1].key if before else earlier
+    return (referred, anaphora.end()) if referred is not None else None
 
 
 def _ends_phrase(low: str, pos: int) -> bool:
@@ -352,7 +440,7 @@ def _ends_phrase(low: str, pos: int) -> bool:
 
 
 def _cite(
-    low: str,
+    prepared: _Prepared,
     start: int,
     end: int,
     articles: list[str],
@@ -361,13 +449,12 @@ def _cite(
     earlier: str | None,
 ) -> list[tuple[int, Citation]]:
     """The citations of one article group spanning low[start:end], each with the group's norm."""
+    low = prepared.low
     linked = _follows(low, end, starts, norms, earlier)
     said_start, said_end = start, end
     if linked is not None:
-        after = next((n for n in norms if n.start >= end and n.key == linked), None)
-        if after is not None and after.start - end <= _SAID_WINDOW:
-            said_end = after.end
-        norm: str | None = linked
+        norm: str | None
+        norm, said_end = linked
     else:
         before = [n for n in norms if n.end <= start]
         norm = before[-1].key if before else None
@@ -378,7 +465,7 @@ def _cite(
             ahead = next((n for n in norms if n.start >= end), None)
             if ahead is not None and not _SENTENCE_BREAK.search(low, end, ahead.start):
                 norm, said_end = ahead.key, ahead.end
-    said = low[said_start:said_end]
+    said = prepared.given(said_start, said_end)
     return [(said_start, Citation(said=said, article=a, norm=norm)) for a in articles]
 
 
