@@ -62,10 +62,36 @@ def test_citation_by_ordinal_word_or_mark(said: str, article: str) -> None:
         ("el artículo doce-A de la Ley 6 de 2002", "12-A"),
         ("el artículo 12 bis de la Ley 6 de 2002", "12 bis"),
         ("el artículo 12 b, de la Ley 6 de 2002", "12-B"),
+        ("el artículo doce be de la Ley 6 de 2002", "12-B"),
+        ("el artículo 12 ce de la Ley 6 de 2002", "12-C"),
+        ("el artículo doce-be de la Ley 6 de 2002", "12-B"),
+        ("el artículo doce ter de la Ley 6 de 2002", "12 ter"),
     ],
 )
 def test_citation_with_letter_or_latin_suffix(said: str, article: str) -> None:
     assert _keys(said) == [("ley 6 de 2002", article)]
+
+
+def test_citation_suffix_letter_by_name_keeps_its_norm_and_verifies() -> None:
+    assert _check("Según el artículo doce be de la Ley 6 de 2002, procede.", "Ley 6 de 2002, artículo 12-B") == [
+        ("12-B", True)
+    ]
+    assert _check("Los artículos 12 be y 12 ce de la Ley 6 de 2002.", "Ley 6 de 2002, artículo 12-B") == [
+        ("12-B", True),
+        ("12-C", False),
+    ]
+
+
+@pytest.mark.parametrize(
+    "said",
+    [
+        "el artículo doce de la Ley 6 de 2002",  # "de" is the preposition, never the letter D
+        "el artículo doce te protege, según la Ley 6 de 2002",
+        "el artículo doce e incluso la Ley 6 de 2002",
+    ],
+)
+def test_citation_letter_names_that_are_words_are_no_suffix(said: str) -> None:
+    assert [c.article for c in find_citations(said)] == ["12"]
 
 
 def test_citation_letter_a_that_is_a_preposition_is_no_suffix() -> None:

@@ -11,8 +11,9 @@ agent's own words ("artículo setenta y cuatro de la Constitución"), which the 
 A citation is an article number in one of these forms, and nothing else:
 
 - after "artículo(s)" / "art." / "arts.": "artículo 74", "artículo setenta y cuatro", "artículo décimo tercero",
-  "artículo 12-A", "artículo doce A", "artículo 12 bis"; lists "artículos 3, 4 y 5", "artículos 3 y el 4"; ranges
-  "del artículo 3 al 5", which cite their two ends only (the articles between are not claimed one by one);
+  "artículo 12-A", "artículo doce A", "artículo doce be" (a letter by its name), "artículo 12 bis"; lists
+  "artículos 3, 4 y 5", "artículos 3 y el 4"; ranges "del artículo 3 al 5", which cite their two ends only (the
+  articles between are not claimed one by one);
 - a bare number (or list) with a norm right after it: "el 74 de la Constitución", "el 12 y el 13 del Código de
   Trabajo", "el 74 constitucional", and "… y 12 del Código de Trabajo" right after another citation.
 
@@ -85,6 +86,13 @@ _NUMBERED_KEY = re.compile(r"^(?P<kind>[a-z ]+?) (?P<num>\d+)(?: de (?P<year>\d{
 _ORDINAL_WORDS = {"segundo": 2, "segunda": 2, "setimo": 7, "setima": 7}
 _ARTICLE_NUMBER = re.compile(r"(?P<n>\d{1,4}|segund[oa]|setim[oa])(?!\d|[.,]\d)(?:\.?\s?°)?")
 _LATIN = re.compile(r"(?:\s*(?:-|guion)\s*|\s+)?(bis|ter|quater|quinquies)\b")
+# A suffix letter said by its name ("el artículo doce be"). Names that are also words said after a number are left
+# out: "de" (the preposition), "e", "o", "u", "ye" (conjunctions), "te" and "ese" (pronouns), and "i".
+_LETTER_NAMES = {
+    "be": "B", "ce": "C", "efe": "F", "ge": "G", "hache": "H", "jota": "J", "ka": "K", "ele": "L", "eme": "M",
+    "ene": "N", "pe": "P", "cu": "Q", "erre": "R", "uve": "V", "equis": "X", "zeta": "Z",
+}  # fmt: skip
+_LETTER_NAME = re.compile(rf"(?:\s*(?:-|guion)\s*|\s+)({'|'.join(_LETTER_NAMES)})\b")
 _LETTER_JOINED = re.compile(r"\s*(?:-|guion)\s*([a-z])\b|([a-z])\b")
 _LETTER_SPACED = re.compile(r"\s+([a-z])\b")
 # After a lowercase "a" that is an article's letter ("el artículo 12 a, de la ley…"), not the preposition.
@@ -370,6 +378,9 @@ def _number_at(original: str, low: str, pos: int) -> tuple[str, int] | None:
     latin = _LATIN.match(low, end)
     if latin:
         return f"{number} {latin.group(1)}", latin.end()
+    named = _LETTER_NAME.match(low, end)
+    if named:
+        return f"{number}-{_LETTER_NAMES[named.group(1)]}", named.end()
     joined = _LETTER_JOINED.match(low, end)
     if joined:
         letter = joined.group(1) or joined.group(2)
