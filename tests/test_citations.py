@@ -223,6 +223,34 @@ def test_citation_de_la_misma_ley_refers_to_the_last_norm() -> None:
     ]
 
 
+@pytest.mark.parametrize(
+    "reference",
+    ["del mismo código le", "de dicho código, le", "de este código le", "de la misma ley le", "de esa ley le",
+     "de la citada ley le", "del mismo código fija que le"],
+)  # fmt: skip
+def test_citation_referring_to_the_norm_named_last_whatever_follows(reference: str) -> None:
+    text = f"El artículo 1700 del Código Civil dice algo. El artículo 1701 {reference} da la razón."
+    [_, second] = find_citations(text)
+    assert (second.norm, second.article) == ("codigo civil", "1701")
+    assert second.said in text and second.said.startswith("artículo 1701 de")
+
+
+def test_citation_mismo_codigo_in_a_later_line_refers_to_the_code_of_an_earlier_line() -> None:
+    check = CitationCheck()
+    check.deliver("call-1", ["Código Civil, artículo 1701"])
+    check.check("El artículo 1700 del Código Civil regula la prescripción.")
+    [checked] = check.check("Y el artículo 1701 del mismo código le da un plazo.")
+    assert (checked.citation.norm, checked.verified) == ("codigo civil", True)
+    # the reference named no new code: a later "de la misma norma" still means the Código Civil
+    [after] = check.check("El artículo 1702 de la misma norma lo completa.")
+    assert after.citation.norm == "codigo civil"
+
+
+def test_citation_referring_word_before_a_code_with_its_name_names_that_code() -> None:
+    text = "El artículo 12 del Código de Trabajo y el artículo 13 de dicho Código de Comercio."
+    assert _keys(text) == [("codigo de trabajo", "12"), ("codigo de comercio", "13")]
+
+
 def test_citation_de_la_misma_ley_refers_to_a_norm_of_an_earlier_line() -> None:
     check = CitationCheck()
     check.check("La Ley 6 de 2002 trata del acceso a la información.")

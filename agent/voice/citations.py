@@ -34,8 +34,9 @@ Which norm an article belongs to, in this order:
 1. the norm linked right after it by "de"/"del" (sub-units between are skipped): "el artículo 3 de la Ley 6 de
    2002", "los artículos 3 y 4 de la Constitución" (a list or range shares it), "artículo 40, numeral 2, del
    Código de Trabajo", "artículo 215 y siguientes del Código Penal", or "constitucional";
-2. "de la misma ley", "de dicha ley", "de esa norma"…: the last norm named before it, in this text or, failing
-   that, earlier in the conversation (`CitationCheck` remembers it);
+2. "de la misma ley", "de dicha ley", "de esa norma", "del mismo código"…: the last norm named before it, in this
+   text or, failing that, earlier in the conversation (`CitationCheck` remembers it); "del mismo código le da…" is
+   that norm too, not a code called "le" ("de dicho Código de Comercio", with its "de", names a code);
 3. otherwise the last norm named before it in the same text, as a listener hears it: "la Ley 6 de 2002, artículo
    3", "la Constitución, en su artículo 74", "la Ley 6 de 2002 regula el permiso; el artículo 3 dice…";
 4. "su artículo 8, la Ley 45 de 2032…" with no norm before it: the norm named next in its sentence;
@@ -119,10 +120,13 @@ _SUB_UNIT = re.compile(
 )
 _LINK = re.compile(r"\s*,?\s*(?:de|del)\s+(?:(?:la|el|los|las|nuestra|nuestro|actual|vigente)\s+)*")
 _CONSTITUTIONAL = re.compile(r"\s+constitucional(?:es)?\b")
+_REFERRING = r"misma|mismo|dicha|dicho|esa|ese|esta|este|citada|citado|referida|referido|mencionada|mencionado"
 _ANAPHORA = re.compile(
-    r"(?P<dem>misma|mismo|dicha|dicho|esa|ese|esta|este|citada|citado|referida|referido|mencionada|mencionado)\b"
+    rf"(?P<dem>{_REFERRING})\b"
     r"(?:\s+(?P<noun>ley|norma|codigo|constitucion|carta\s+magna|decreto|resolucion|acuerdo)\b)?"
 )
+# "del mismo código le da…": a code after one of these words is the code named before, not one called "le".
+_REFERRING_BEFORE = re.compile(rf"(?:^|[^a-z])(?:{_REFERRING})\s+$")
 _SENTENCE_BREAK = re.compile(r"[.;:!?]")
 _POSSESSIVE = re.compile(r"\bsus?\s*\Z")
 # How far before an article a norm may stand and still be quoted with it in `Citation.said`.
@@ -223,7 +227,7 @@ def _read(text: str, earlier_norm: str | None) -> tuple[list[Citation], str | No
     """The citations in `text`, and the last norm it names (or `earlier_norm` when it names none)."""
     prepared = _prepare(text)
     original, low = prepared.original, prepared.low
-    norms = [_Norm(m.start(), k[1], k[0]) for m in _NORM.finditer(low) if (k := _key(m)) is not None]
+    norms = _norms(low, earlier_norm)
     starts = {n.start: n for n in norms}
     found: list[tuple[int, Citation]] = []
     groups: list[tuple[int, int]] = []
@@ -294,6 +298,27 @@ class _Word:
 
 # Words (combining accents included, for text typed decomposed) and single marks; whitespace is what lies between.
 _TOKEN = re.compile(r"[\w\u0300-\u036f]+|\S")
+
+
+def _norms(low: str, earlier: str | None) -> list[_Norm]:
+    """The norms named in the text, in order. "Código" after "mismo", "dicho", "este"… and before no "de"/"del"
+    ("del mismo código le da…", "de dicho código, el…") is the norm named last (in the text, else earlier in the
+    conversation), whatever word follows it; "de dicho Código de Trabajo" names its code."""
+    norms: list[_Norm] = []
+    for m in _NORM.finditer(low):
+        key = _key(m)
+        if key is None:
+            continue
+        if (
+            m.group("code")
+            and m.group("conn") is None
+            and _REFERRING_BEFORE.search(low[max(0, m.start() - 14) : m.start()])
+        ):
+            referred = norms[-1].key if norms else earlier
+            if referred is not None:
+                key = (referred, m.start() + len("codigo"))
+        norms.append(_Norm(m.start(), key[1], key[0]))
+    return norms
 
 
 def _prepare(text: str) -> _Prepared:
