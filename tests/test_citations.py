@@ -367,6 +367,59 @@ def test_citation_bare_list_and_continuation_take_the_norm_after_them() -> None:
     ]
 
 
+@pytest.mark.parametrize(
+    ("text", "continued"),
+    [
+        ("El artículo 224 del Código Penal, y también el 225, castigan el robo.", "225"),
+        ("Lo dicen el artículo 74 de la Constitución así como el setenta y cinco.", "setenta y cinco"),
+        ("La Ley 6 de 2002, artículo 3, así como el 5, lo regulan.", "5"),
+        ("El artículo 40, numeral 2, de la Constitución, y también el 41.", "41"),
+    ],
+)
+def test_citation_continued_right_after_a_citation_takes_its_norm(text: str, continued: str) -> None:
+    first, second = find_citations(text)
+    assert second.norm == first.norm is not None
+    assert second.said == continued
+
+
+def test_citation_continued_in_a_later_line_of_a_referred_norm_keeps_it() -> None:
+    check = CitationCheck()
+    check.deliver("call-1", [LAW_6_3, "Ley 6 de 2002, artículo 4"])
+    check.check("La Ley 6 de 2002 trata del acceso a la información.")
+    checked = check.check("El artículo 3 de la misma ley, y también el 4, lo dicen.")
+    assert [(c.citation.norm, c.citation.article, c.verified) for c in checked] == [
+        ("ley 6 de 2002", "3", True),
+        ("ley 6 de 2002", "4", True),
+    ]
+
+
+def test_citation_continued_that_names_its_own_norm_keeps_it() -> None:
+    assert _keys("El artículo 224 del Código Penal, así como el 12 del Código de Trabajo.") == [
+        ("codigo penal", "224"),
+        ("codigo de trabajo", "12"),
+    ]
+
+
+@pytest.mark.parametrize(
+    "after",
+    [
+        "y también el 3 de noviembre se celebra",
+        "y también el 10 % del salario",
+        "así como el 15 de cada mes",
+        "así como el 2 años después",
+        "y también los 30 días de vacaciones",
+    ],
+)
+def test_citation_is_not_a_date_or_amount_after_a_citation(after: str) -> None:
+    assert _keys(f"El artículo 224 del Código Penal, {after}.") == [("codigo penal", "224")]
+
+
+def test_citation_continuation_words_away_from_a_citation_cite_nothing() -> None:
+    assert _keys("El artículo 224 del Código Penal aplica en todo el país. Así como el 225 no.") == [
+        ("codigo penal", "224")
+    ]
+
+
 def test_citation_is_not_a_chapter_or_title_number() -> None:
     assert find_citations("El capítulo 2 y 3 de la Constitución, y el título III, tratan de los derechos.") == []
 

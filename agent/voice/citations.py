@@ -15,7 +15,10 @@ A citation is an article number in one of these forms, and nothing else:
   "artículos 3, 4 y 5", "artículos 3 y el 4"; ranges "del artículo 3 al 5", which cite their two ends only (the
   articles between are not claimed one by one);
 - a bare number (or list) with a norm right after it: "el 74 de la Constitución", "el 12 y el 13 del Código de
-  Trabajo", "el 74 constitucional", and "… y 12 del Código de Trabajo" right after another citation.
+  Trabajo", "el 74 constitucional", and "… y 12 del Código de Trabajo" right after another citation;
+- a bare number right where a citation's words end, after "y también", "así como", "al igual que"…: "el artículo
+  224 del Código Penal, y también el 225" (that citation's norm, unless it names its own); "y también el 3 de
+  noviembre" stays a date.
 
 "Numeral 2 del artículo 40", "inciso b" and the like cite the article (40); a sub-unit alone cites nothing.
 Numbers anywhere else (ages, years, amounts, dates, "dos veces", "3 de noviembre", phone numbers) are never
@@ -110,7 +113,7 @@ _LIST_NEXT = re.compile(
 _NOT_AN_ARTICLE_AFTER = re.compile(
     rf"\s*(?:%|por\s+(?:ciento|100)\b|(?:anos?|dias?|mes|meses|semanas?|horas?|minutos?|veces|vez|balboas?|"
     rf"dolares?|personas?|trabajadores?|metros?|kilometros?|hectareas?|mil|millones?|parrafos?|incisos?|"
-    rf"numerales?|literales?|apartados?|de\s+(?:{_MONTHS}))\b)"
+    rf"numerales?|literales?|apartados?|de\s+(?:{_MONTHS}|cada))\b)"
 )
 _SUB_UNITS = r"numeral|inciso|subinciso|literal|ordinal|parrafo|acapite|apartado|letra"
 _SUB_UNIT = re.compile(
@@ -127,6 +130,11 @@ _ANAPHORA = re.compile(
 )
 # "del mismo código le da…": a code after one of these words is the code named before, not one called "le".
 _REFERRING_BEFORE = re.compile(rf"(?:^|[^a-z])(?:{_REFERRING})\s+$")
+# Words that add an article to the citation just made ("…, y también el 225", "…, así como el 75").
+_CONTINUATION = re.compile(
+    r"\s*,?\s*(?:y\s+tambien|y\s+asimismo|y\s+ademas|[ey]\s+igualmente|asi\s+como(?:\s+tambien)?|como\s+tambien"
+    r"|al\s+igual\s+que)\s+(?:el|los|al|del)\s+(?=\d|segund|setim)"
+)
 _SENTENCE_BREAK = re.compile(r"[.;:!?]")
 _POSSESSIVE = re.compile(r"\bsus?\s*\Z")
 # How far before an article a norm may stand and still be quoted with it in `Citation.said`.
@@ -231,6 +239,7 @@ def _read(text: str, earlier_norm: str | None) -> tuple[list[Citation], str | No
     starts = {n.start: n for n in norms}
     found: list[tuple[int, Citation]] = []
     groups: list[tuple[int, int]] = []
+    tails: list[tuple[int, str | None]] = []  # where each citation's words end, and its norm
     for head in _ARTICLE_HEAD.finditer(low):
         if groups and head.start() < groups[-1][1]:
             continue
@@ -239,7 +248,9 @@ def _read(text: str, earlier_norm: str | None) -> tuple[list[Citation], str | No
             continue
         articles, end = group
         groups.append((head.start(), end))
-        found.extend(_cite(prepared, head.start(), end, articles, norms, starts, earlier_norm))
+        cited, tail, norm = _cite(prepared, head.start(), end, articles, norms, starts, earlier_norm)
+        found.extend(cited)
+        tails.append((tail, norm))
     for bare in _BARE_HEAD.finditer(low):
         if any(s <= bare.start() < e for s, e in groups):
             continue
@@ -252,7 +263,10 @@ def _read(text: str, earlier_norm: str | None) -> tuple[list[Citation], str | No
         if _follows(low, end, starts, norms, earlier_norm) is None:
             continue  # "el 3 de noviembre": a bare number is an article only with its norm right after it
         groups.append((bare.start(), end))
-        found.extend(_cite(prepared, bare.end(), end, articles, norms, starts, earlier_norm))
+        cited, tail, norm = _cite(prepared, bare.end(), end, articles, norms, starts, earlier_norm)
+        found.extend(cited)
+        tails.append((tail, norm))
+    found.extend(_continued(prepared, tails, groups, norms, starts, earlier_norm))
     found.sort(key=lambda item: item[0])
     last = norms[-1].key if norms else earlier_norm
     return [c for _, c in found], last
@@ -483,8 +497,9 @@ def _cite(
     norms: list[_Norm],
     starts: dict[int, _Norm],
     earlier: str | None,
-) -> list[tuple[int, Citation]]:
-    """The citations of one article group spanning low[start:end], each with the group's norm."""
+) -> tuple[list[tuple[int, Citation]], int, str | None]:
+    """The citations of one article group spanning low[start:end], each with the group's norm; where the words
+    quoted for them end, and that norm."""
     low = prepared.low
     linked = _follows(low, end, starts, norms, earlier)
     said_start, said_end = start, end
@@ -502,7 +517,43 @@ def _cite(
             if ahead is not None and not _SENTENCE_BREAK.search(low, end, ahead.start):
                 norm, said_end = ahead.key, ahead.end
     said = prepared.given(said_start, said_end)
-    return [(said_start, Citation(said=said, article=a, norm=norm)) for a in articles]
+    return [(said_start, Citation(said=said, article=a, norm=norm)) for a in articles], said_end, norm
+
+
+def _continued(
+    prepared: _Prepared,
+    tails: list[tuple[int, str | None]],
+    groups: list[tuple[int, int]],
+    norms: list[_Norm],
+    starts: dict[int, _Norm],
+    earlier: str | None,
+) -> list[tuple[int, Citation]]:
+    """Bare articles that continue a citation right where its words end ("el artículo 224 del Código Penal, y
+    también el 225", "…, así como el 75"): the same norm, unless they name their own. A date or an amount there
+    ("y también el 3 de noviembre") is no article, as everywhere."""
+    low = prepared.low
+    out: list[tuple[int, Citation]] = []
+    pending = sorted(tails, key=lambda tail: tail[0])
+    while pending:
+        pos, norm = pending.pop(0)
+        while (sub := _SUB_UNIT.match(low, pos)) is not None:
+            pos = sub.end()
+        step = _CONTINUATION.match(low, pos)
+        if step is None or any(s <= step.end() < e for s, e in groups):
+            continue
+        group = _article_group(prepared.original, low, step.end())
+        if group is None:
+            continue
+        articles, end = group
+        said_end = end
+        linked = _follows(low, end, starts, norms, earlier)
+        if linked is not None:
+            norm, said_end = linked
+        groups.append((step.end(), end))
+        said = prepared.given(step.end(), said_end)
+        out.extend((step.end(), Citation(said=said, article=a, norm=norm)) for a in articles)
+        pending.append((said_end, norm))
+    return out
 
 
 class CitationCheck:
