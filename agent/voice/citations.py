@@ -4,11 +4,10 @@ An invented article number is the costly failure of legal research by voice: the
 dice…" while the sources on screen said nothing of the kind. The instructions ask the model to cite only what the
 search returned; this module checks that it did, on the words it actually speaks.
 
-Reading (`find_citations`). Spelled-out numbers become digits through text2num's `find_numbers` (threshold 0, so
-"artículo uno" and "artículo primero" are read too; "segundo" and "sétimo", which it leaves alone, are read here),
-word by word, so that every character read keeps the span of the text it came from: a citation's `said` is the
-agent's own words ("artículo setenta y cuatro de la Constitución"), which the page finds in the transcript.
-A citation is an article number in one of these forms, and nothing else:
+Reading (`find_citations`) works on the text as `spoken_numbers.prepare` gives it (numbers in words as digits
+through text2num, every character mapped back to the words said, so a citation's `said` is the agent's own words,
+"artículo setenta y cuatro de la Constitución", which the page finds in the transcript); norms are recognised and
+keyed in `norm_names`. A citation is an article number in one of these forms, and nothing else:
 
 - after "artículo(s)" / "art." / "arts.": "artículo 74", "artículo setenta y cuatro", "artículo décimo tercero",
   "artículo 12-A", "artículo doce A", "artículo doce be" (a letter by its name), "artículo 12 bis"; lists
@@ -23,14 +22,6 @@ A citation is an article number in one of these forms, and nothing else:
 "Numeral 2 del artículo 40", "inciso b" and the like cite the article (40); a sub-unit alone cites nothing.
 Numbers anywhere else (ages, years, amounts, dates, "dos veces", "3 de noviembre", phone numbers) are never
 citations, and neither is a norm named without an article ("según la ley", "la Ley 6 de 2002").
-
-Norms and their keys (`norm_key`): the Constitution ("la Constitución Política…", "la carta magna", "nuestra
-Constitución", "constitucional") is "constitucion"; a numbered norm is "ley 6 de 2002" ("la ley seis de dos mil
-dos", "Ley N.° 6 de 2002", "Ley 6 de 22 de enero de 2002"), or "ley 6" when no year is said, and the same for
-"decreto" (ejecutivo), "decreto ley", "decreto de gabinete", "resolucion", "acuerdo"; a code is keyed by its
-name's first word ("el Código del Trabajo", "código laboral" and the source "Código de Trabajo" are all
-"codigo de trabajo"; "Código Penal" is "codigo penal"). A source's norm that is none of these is keyed by its
-folded name, so it is only ever matched by citations that name no norm.
 
 Which norm an article belongs to, in this order:
 
@@ -54,66 +45,32 @@ source has that article. A right article of the wrong norm is not verified.
 from __future__ import annotations
 
 import re
-import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from text_to_num import find_numbers
-
-CONSTITUTION = "constitucion"
-"""How a citation of the Constitution is keyed, whatever the words: "la Constitución", "la Constitución Política
-de la República de Panamá", "la carta magna"."""
-
-_CONSTITUTION = (
-    r"constitucion(?!\s+de\s+(?:una?|1|los|las|el|sus?|esta|esa)\b)(?:\s+politica)?(?:\s+(?:nacional|panamena))?"
-    r"(?:\s+de\s+(?:la\s+republica(?:\s+de\s+panama)?|panama))?|carta\s+(?:magna|fundamental)"
-    r"|(?:norma|texto|precepto|disposicion|mandato)\s+constitucional"
+from agent.voice.norm_names import (
+    CONSTITUTION,
+    MONTHS,
+    NUMBER_MARK,
+    REFERRING,
+    Norm,
+    norm_key,
+    norms_in,
+    norms_match,
 )
-_NUMBERED_KINDS = r"decreto\s+ley|decreto\s+de\s+gabinete|decreto(?:\s+ejecutivo)?|ley|resolucion|acuerdo"
-_NUMBER_MARK = r"(?:(?:n\s*\.?\s*°|no\.?|nro\.?|num\.?|numero)\s*)?"
-_MONTHS = r"enero|febrero|marzo|abril|mayo|junio|julio|agosto|septiembre|setiembre|octubre|noviembre|diciembre"
-_NUMBERED = (
-    rf"(?P<kind>{_NUMBERED_KINDS})\s+{_NUMBER_MARK}(?P<num>\d{{1,5}})(?![\d.,]\d)"
-    rf"(?:\s+del?\s+(?:\d{{1,2}}\s+de\s+(?:{_MONTHS})\s+del?\s+|ano\s+)?(?P<year>(?:1[89]|2\d)\d\d)\b)?"
-)
-_CODE_CONNECTOR = r"(?:del|de\s+la|de\s+los|de\s+las|de)"
-_CODE = rf"codigo(?:\s+(?P<conn>{_CODE_CONNECTOR}))?\s+(?P<w1>[a-z]+)(?:\s+(?P<w2>[a-z]+))?"
-_NORM = re.compile(rf"\b(?:(?P<const>{_CONSTITUTION})|(?P<numbered>{_NUMBERED})|(?P<code>{_CODE}))")
-# Words that cannot name a code ("el código que…", "código de barras" is kept: it simply matches no source).
-_NOT_CODE_WORDS = frozenset("que y o e a en el la los las un una se lo su sus es dice establece".split())
-_CODE_SYNONYMS = {"laboral": "trabajo"}
-# Codes whose first word does not tell them apart ("Código Procesal Penal", "Código de Procedimiento Civil").
-_CODE_TWO_WORDS = frozenset({"procesal", "procedimiento"})
-_NUMBERED_KEY = re.compile(r"^(?P<kind>[a-z ]+?) (?P<num>\d+)(?: de (?P<year>\d{4}))?$")
+from agent.voice.spoken_numbers import NUMBER_AHEAD, Prepared, article_number, fold, prepare
 
-# One article number as said, after text2num: digits, or the ordinals text2num leaves in words.
-_ORDINAL_WORDS = {"segundo": 2, "segunda": 2, "setimo": 7, "setima": 7}
-_ARTICLE_NUMBER = re.compile(r"(?P<n>\d{1,4}|segund[oa]|setim[oa])(?!\d|[.,]\d)(?:\.?\s?°)?")
-_LATIN = re.compile(r"(?:\s*(?:-|guion)\s*|\s+)?(bis|ter|quater|quinquies)\b")
-# A suffix letter said by its name ("el artículo doce be"). Names that are also words said after a number are left
-# out: "de" (the preposition), "e", "o", "u", "ye" (conjunctions), "te" and "ese" (pronouns), and "i".
-_LETTER_NAMES = {
-    "be": "B", "ce": "C", "efe": "F", "ge": "G", "hache": "H", "jota": "J", "ka": "K", "ele": "L", "eme": "M",
-    "ene": "N", "pe": "P", "cu": "Q", "erre": "R", "uve": "V", "equis": "X", "zeta": "Z",
-}  # fmt: skip
-_LETTER_NAME = re.compile(rf"(?:\s*(?:-|guion)\s*|\s+)({'|'.join(_LETTER_NAMES)})\b")
-_LETTER_JOINED = re.compile(r"\s*(?:-|guion)\s*([a-z])\b|([a-z])\b")
-_LETTER_SPACED = re.compile(r"\s+([a-z])\b")
-# After a lowercase "a" that is an article's letter ("el artículo 12 a, de la ley…"), not the preposition.
-_AFTER_LETTER_A = re.compile(r"\s*(?:$|[,.;:)!?]|\s(?:de|del|y|e|o|u)\b)")
-_ARTICLE_HEAD = re.compile(
-    rf"\b(?:articulos?|arts?\.?)\s*{_NUMBER_MARK}(?:(?:del|de\s+los|los)\s+)?(?=\d|segund|setim)"
-)
+_ARTICLE_HEAD = re.compile(rf"\b(?:articulos?|arts?\.?)\s*{NUMBER_MARK}(?:(?:del|de\s+los|los)\s+)?{NUMBER_AHEAD}")
 _BARE_HEAD = re.compile(r"\b(?:el|del|al|los|y)\s+(?=\d)")
 _LIST_NEXT = re.compile(
     r"\s*(?:,\s*(?:y\s+|e\s+)?|\s+(?:y|e|o|u)\s+|\s+(?:al|a|hasta(?:\s+el)?)\s+)(?:(?:el|los|del)\s+)?"
-    r"(?:(?:articulos?|arts?\.?)\s+)?(?=\d|segund|setim)"
+    rf"(?:(?:articulos?|arts?\.?)\s+)?{NUMBER_AHEAD}"
 )
 # A number followed by one of these is a quantity, a date or a sub-unit, never a listed article.
 _NOT_AN_ARTICLE_AFTER = re.compile(
     rf"\s*(?:%|por\s+(?:ciento|100)\b|(?:anos?|dias?|mes|meses|semanas?|horas?|minutos?|veces|vez|balboas?|"
     rf"dolares?|personas?|trabajadores?|metros?|kilometros?|hectareas?|mil|millones?|parrafos?|incisos?|"
-    rf"numerales?|literales?|apartados?|de\s+(?:{_MONTHS}|cada))\b)"
+    rf"numerales?|literales?|apartados?|de\s+(?:{MONTHS}|cada))\b)"
 )
 _SUB_UNITS = r"numeral|inciso|subinciso|literal|ordinal|parrafo|acapite|apartado|letra"
 _SUB_UNIT = re.compile(
@@ -123,17 +80,14 @@ _SUB_UNIT = re.compile(
 )
 _LINK = re.compile(r"\s*,?\s*(?:de|del)\s+(?:(?:la|el|los|las|nuestra|nuestro|actual|vigente)\s+)*")
 _CONSTITUTIONAL = re.compile(r"\s+constitucional(?:es)?\b")
-_REFERRING = r"misma|mismo|dicha|dicho|esa|ese|esta|este|citada|citado|referida|referido|mencionada|mencionado"
 _ANAPHORA = re.compile(
-    rf"(?P<dem>{_REFERRING})\b"
+    rf"(?P<dem>{REFERRING})\b"
     r"(?:\s+(?P<noun>ley|norma|codigo|constitucion|carta\s+magna|decreto|resolucion|acuerdo)\b)?"
 )
-# "del mismo código le da…": a code after one of these words is the code named before, not one called "le".
-_REFERRING_BEFORE = re.compile(rf"(?:^|[^a-z])(?:{_REFERRING})\s+$")
 # Words that add an article to the citation just made ("…, y también el 225", "…, así como el 75").
 _CONTINUATION = re.compile(
     r"\s*,?\s*(?:y\s+tambien|y\s+asimismo|y\s+ademas|[ey]\s+igualmente|asi\s+como(?:\s+tambien)?|como\s+tambien"
-    r"|al\s+igual\s+que)\s+(?:el|los|al|del)\s+(?=\d|segund|setim)"
+    rf"|al\s+igual\s+que)\s+(?:el|los|al|del)\s+{NUMBER_AHEAD}"
 )
 _SENTENCE_BREAK = re.compile(r"[.;:!?]")
 _POSSESSIVE = re.compile(r"\bsus?\s*\Z")
@@ -166,36 +120,16 @@ class CheckedCitation:
     """The tool call that delivered that source."""
 
 
-def fold(text: str) -> str:
-    """Lowercase, accents off, spaces collapsed: spoken transcripts and source citations meet here."""
-    return " ".join(_strip_accents(text).lower().split())
-
-
-def _strip_accents(text: str) -> str:
-    decomposed = unicodedata.normalize("NFKD", text)
-    return "".join(c for c in decomposed if not unicodedata.combining(c))
-
-
-def norm_key(name: str) -> str | None:
-    """The key of a norm's name ("Ley 6 de 2002", "Constitución Política de la República de Panamá", "Código de
-    Trabajo"), from the first norm it names; None when it names no law, decree, code or Constitution."""
-    for found in _NORM.finditer(_prepare(name).low):
-        key = _key(found)
-        if key is not None:
-            return key[0]
-    return None
-
-
 def source_key(citation: str) -> tuple[str | None, str] | None:
     """(norm key, article) of a source's citation ("NORM, artículo 12-A"); None if it names no article. A norm
     that is no law, decree, code or Constitution is keyed by its folded name."""
     norm, sep, article = citation.rpartition(",")
     if not sep:
         return None
-    prepared = _prepare(article)
+    prepared = prepare(article)
     original, low = prepared.original, prepared.low
     head = _ARTICLE_HEAD.search(low)
-    parsed = _number_at(original, low, head.end()) if head else None
+    parsed = article_number(original, low, head.end()) if head else None
     if parsed is None:
         return None
     return norm_key(norm) or fold(norm), parsed[0]
@@ -206,36 +140,17 @@ def article_key(label: str) -> str:
     return " ".join(fold(label).replace("-", " ").replace("°", "").split()).replace(" ", "")
 
 
-def norms_match(said: str, source: str) -> bool:
-    """Whether a norm key the agent said names a source's norm key: equal, or the same numbered norm when either
-    leaves the year out."""
-    if said == source:
-        return True
-    a, b = _NUMBERED_KEY.match(said), _NUMBERED_KEY.match(source)
-    if a is None or b is None:
-        return False
-    same_norm = a.group("kind") == b.group("kind") and a.group("num") == b.group("num")
-    return same_norm and (a.group("year") is None or b.group("year") is None)
-
-
 def find_citations(text: str, *, earlier_norm: str | None = None) -> list[Citation]:
     """Every article the text names, with its norm, in order. `earlier_norm` is the last norm named before this
     text in the conversation, for "de la misma ley" when the text itself names none."""
     return _read(text, earlier_norm)[0]
 
 
-@dataclass(frozen=True, slots=True)
-class _Norm:
-    start: int
-    end: int
-    key: str
-
-
 def _read(text: str, earlier_norm: str | None) -> tuple[list[Citation], str | None]:
     """The citations in `text`, and the last norm it names (or `earlier_norm` when it names none)."""
-    prepared = _prepare(text)
+    prepared = prepare(text)
     original, low = prepared.original, prepared.low
-    norms = _norms(low, earlier_norm)
+    norms = norms_in(low, earlier_norm)
     starts = {n.start: n for n in norms}
     found: list[tuple[int, Citation]] = []
     groups: list[tuple[int, int]] = []
@@ -272,183 +187,14 @@ def _read(text: str, earlier_norm: str | None) -> tuple[list[Citation], str | No
     return [c for _, c in found], last
 
 
-@dataclass(frozen=True, slots=True)
-class _Prepared:
-    """A text as the reading sees it, and where each of its characters came from in the text as given.
-
-    `original` keeps case (accents off, whitespace collapsed, numbers in words as digits, ordinal marks as "°");
-    `low` is the same lowercased, character for character. `starts[i]`/`ends[i]` are the span of the given text
-    that character i was made from: the character itself, or the whole word or run of number words it replaced.
-    """
-
-    text: str
-    original: str
-    low: str
-    starts: list[int]
-    ends: list[int]
-
-    def given(self, start: int, end: int) -> str:
-        """The words as given that low[start:end] was made from."""
-        return self.text[self.starts[start] : self.ends[end - 1]] if end > start else ""
-
-
-class _Word:
-    """A word for text2num's `find_numbers`, which reads a stream of tokens and says which of them are numbers."""
-
-    __slots__ = ("_text",)
-
-    def __init__(self, text: str) -> None:
-        self._text = text
-
-    def text(self) -> str:
-        return self._text
-
-    def nt_separated(self, previous: _Word) -> bool:
-        return False
-
-    def not_a_number_part(self) -> bool:
-        return False
-
-
-# Words (combining accents included, for text typed decomposed) and single marks; whitespace is what lies between.
-_TOKEN = re.compile(r"[\w\u0300-\u036f]+|\S")
-
-
-def _norms(low: str, earlier: str | None) -> list[_Norm]:
-    """The norms named in the text, in order. "Código" after "mismo", "dicho", "este"… and before no "de"/"del"
-    ("del mismo código le da…", "de dicho código, el…") is the norm named last (in the text, else earlier in the
-    conversation), whatever word follows it; "de dicho Código de Trabajo" names its code."""
-    norms: list[_Norm] = []
-    for m in _NORM.finditer(low):
-        key = _key(m)
-        if key is None:
-            continue
-        if (
-            m.group("code")
-            and m.group("conn") is None
-            and _REFERRING_BEFORE.search(low[max(0, m.start() - 14) : m.start()])
-        ):
-            referred = norms[-1].key if norms else earlier
-            if referred is not None:
-                key = (referred, m.start() + len("codigo"))
-        norms.append(_Norm(m.start(), key[1], key[0]))
-    return norms
-
-
-def _prepare(text: str) -> _Prepared:
-    """The text with spelled-out numbers as digits (text2num, threshold 0 so "artículo uno" is read too), accents
-    off, whitespace collapsed, and a map back to the given text, so a citation can be quoted in the words said."""
-    spans = [m.span() for m in _TOKEN.finditer(text)]
-    words = [text[a:b] for a, b in spans]
-    numbers = {
-        o.start: o
-        for o in find_numbers(
-            [_Word(w if w.isascii() else unicodedata.normalize("NFC", w)) for w in words], "es", threshold=0
-        )
-    }
-    kept: list[str] = []
-    lowered: list[str] = []
-    starts: list[int] = []
-    ends: list[int] = []
-    i, previous_end = 0, None
-    while i < len(spans):
-        a, b = spans[i]
-        number = numbers.get(i)
-        if number is not None:
-            b = spans[number.end - 1][1]
-            piece, whole, i = number.text.translate(_ORDINAL_MARKS), True, number.end
-        else:
-            word = words[i]
-            piece = word if word.isascii() else _strip_accents(word.translate(_ORDINAL_MARKS))
-            whole, i = len(piece) != len(word), i + 1
-        low = piece.lower()
-        if len(low) != len(piece):  # a character whose lowercase is longer: the case check is lost, not the text
-            piece, whole = low, True
-        if not piece:
-            continue
-        if previous_end is not None and previous_end < a:
-            kept.append(" ")
-            lowered.append(" ")
-            starts.append(previous_end)
-            ends.append(a)
-        kept.append(piece)
-        lowered.append(low)
-        if whole:
-            starts.extend([a] * len(piece))
-            ends.extend([b] * len(piece))
-        else:
-            starts.extend(range(a, b))
-            ends.extend(range(a + 1, b + 1))
-        previous_end = b
-    return _Prepared(text, "".join(kept), "".join(lowered), starts, ends)
-
-
-_ORDINAL_MARKS = str.maketrans({"º": "°", "ª": "°"})
-
-
-def _key(match: re.Match[str]) -> tuple[str, int] | None:
-    """A norm's key and where its name ends, None for "código" followed by no name."""
-    if match.group("const"):
-        return CONSTITUTION, match.end()
-    if match.group("numbered"):
-        kind = " ".join(match.group("kind").split()).replace("decreto ejecutivo", "decreto")
-        year = match.group("year")
-        return f"{kind} {int(match.group('num'))}" + (f" de {year}" if year else ""), match.end()
-    first, second = match.group("w1"), match.group("w2")
-    if first in _NOT_CODE_WORDS:
-        return None
-    first = _CODE_SYNONYMS.get(first, first)
-    two = first in _CODE_TWO_WORDS and second is not None
-    name = f"{first} {second}" if two else first
-    connected = match.group("conn") is not None or first in _CODE_SYNONYMS.values()
-    return (f"codigo de {name}" if connected else f"codigo {name}"), match.end() if two else match.end("w1")
-
-
-def _number_at(original: str, low: str, pos: int) -> tuple[str, int] | None:
-    """The article label said at `pos` ("74", "12-A", "12 bis") and where it ends."""
-    m = _ARTICLE_NUMBER.match(low, pos)
-    if m is None:
-        return None
-    said = m.group("n")
-    number = _ORDINAL_WORDS.get(said) or int(said)
-    if number == 0:
-        return None
-    end = m.end()
-    latin = _LATIN.match(low, end)
-    if latin:
-        return f"{number} {latin.group(1)}", latin.end()
-    named = _LETTER_NAME.match(low, end)
-    if named:
-        return f"{number}-{_LETTER_NAMES[named.group(1)]}", named.end()
-    joined = _LETTER_JOINED.match(low, end)
-    if joined:
-        letter = joined.group(1) or joined.group(2)
-        if letter != "o":  # "12o" is an ordinal mark typed as a letter
-            return f"{number}-{letter.upper()}", joined.end()
-    spaced = _LETTER_SPACED.match(low, end)
-    if spaced and _is_article_letter(original, low, spaced):
-        return f"{number}-{spaced.group(1).upper()}", spaced.end()
-    return str(number), end
-
-
-def _is_article_letter(original: str, low: str, spaced: re.Match[str]) -> bool:
-    """Whether "12 a" is article 12-A, not 12 followed by the word "a" (or "y", "e", "o", "u")."""
-    letter = spaced.group(1)
-    if letter in "yeou":
-        return False
-    if letter == "a":
-        return original[spaced.start(1)] == "A" or _AFTER_LETTER_A.match(low, spaced.end()) is not None
-    return True
-
-
 def _article_group(original: str, low: str, pos: int) -> tuple[list[str], int] | None:
     """The articles of one list or range said from `pos` ("3, 4 y 5", "3 al 5"), and where it ends."""
-    first = _number_at(original, low, pos)
+    first = article_number(original, low, pos)
     if first is None or _NOT_AN_ARTICLE_AFTER.match(low, first[1]):
         return None
     articles, end = [first[0]], first[1]
     while (step := _LIST_NEXT.match(low, end)) is not None:
-        parsed = _number_at(original, low, step.end())
+        parsed = article_number(original, low, step.end())
         if parsed is None or _NOT_AN_ARTICLE_AFTER.match(low, parsed[1]):
             break
         articles.append(parsed[0])
@@ -457,7 +203,7 @@ def _article_group(original: str, low: str, pos: int) -> tuple[list[str], int] |
 
 
 def _follows(
-    low: str, pos: int, starts: dict[int, _Norm], norms: list[_Norm], earlier: str | None
+    low: str, pos: int, starts: dict[int, Norm], norms: list[Norm], earlier: str | None
 ) -> tuple[str, int] | None:
     """The norm linked right after an article ending at `pos` ("… de la Ley 6", "… constitucional"), if any, and
     where the words that link it end."""
@@ -490,12 +236,12 @@ def _ends_phrase(low: str, pos: int) -> bool:
 
 
 def _cite(
-    prepared: _Prepared,
+    prepared: Prepared,
     start: int,
     end: int,
     articles: list[str],
-    norms: list[_Norm],
-    starts: dict[int, _Norm],
+    norms: list[Norm],
+    starts: dict[int, Norm],
     earlier: str | None,
 ) -> tuple[list[tuple[int, Citation]], int, str | None]:
     """The citations of one article group spanning low[start:end], each with the group's norm; where the words
@@ -521,11 +267,11 @@ def _cite(
 
 
 def _continued(
-    prepared: _Prepared,
+    prepared: Prepared,
     tails: list[tuple[int, str | None]],
     groups: list[tuple[int, int]],
-    norms: list[_Norm],
-    starts: dict[int, _Norm],
+    norms: list[Norm],
+    starts: dict[int, Norm],
     earlier: str | None,
 ) -> list[tuple[int, Citation]]:
     """Bare articles that continue a citation right where its words end ("el artículo 224 del Código Penal, y
