@@ -154,11 +154,31 @@ def test_citation_list_shares_the_norm_named_after_it() -> None:
     ]
 
 
-def test_citation_range_cites_its_two_ends() -> None:
-    assert _keys("Del artículo 3 al 5 del Código de Trabajo.") == [
-        ("codigo de trabajo", "3"),
-        ("codigo de trabajo", "5"),
+def test_citation_range_cites_every_article_in_it() -> None:
+    """A lawyer saying "del artículo 10 al 12" means 10, 11 and 12, so the one between is claimed too."""
+    assert _keys("Del artículo 10 al 12 del Código de Trabajo.") == [
+        ("codigo de trabajo", "10"),
+        ("codigo de trabajo", "11"),
+        ("codigo de trabajo", "12"),
     ]
+    assert [a for _, a in _keys("Los artículos doce al quince del Código Civil.")] == ["12", "13", "14", "15"]
+    assert [a for _, a in _keys("Los artículos 3 a 5 de la Ley 6 de 2002.")] == ["3", "4", "5"]
+
+
+def test_citation_long_range_cites_its_two_ends() -> None:
+    assert _keys("Del artículo 10 al 240 del Código de Trabajo.") == [
+        ("codigo de trabajo", "10"),
+        ("codigo de trabajo", "240"),
+    ]
+
+
+def test_citation_range_between_lettered_articles_cites_its_ends() -> None:
+    assert [a for _, a in _keys("Del artículo 12-A al 14 de la Ley 6 de 2002.")] == ["12-A", "14"]
+
+
+def test_citation_range_said_is_the_whole_range() -> None:
+    cited = find_citations("Del artículo 10 al 12 del Código de Trabajo.")
+    assert {c.said for c in cited} == {"artículo 10 al 12 del Código de Trabajo"}
 
 
 def test_citation_of_a_numeral_or_inciso_is_the_article() -> None:
@@ -430,3 +450,99 @@ def test_citation_y_siguientes_keeps_the_norm() -> None:
 
 def test_citation_su_articulo_points_to_the_norm_of_its_sentence() -> None:
     assert _keys("Según su artículo 8, la Ley 45 de 2032 exige un certificado médico.") == [("ley 45 de 2032", "8")]
+
+
+@pytest.mark.parametrize(
+    ("text", "norm"),
+    [
+        ("Hay un artículo 12 bis en la Ley 6 de 2002.", "ley 6 de 2002"),
+        ("Eso lo dice el artículo 74 en la Constitución.", CONSTITUTION),
+        ("Busque el artículo doce en el Código de Trabajo.", "codigo de trabajo"),
+    ],
+)
+def test_citation_en_la_links_the_norm_like_de_la(text: str, norm: str) -> None:
+    assert [n for n, _ in _keys(text)] == [norm]
+
+
+def test_citation_bare_number_en_la_norm_is_no_citation() -> None:
+    """Only a number said as an article takes "en la <norma>"; a bare one there is a year or a count."""
+    assert find_citations("Se reformó el 2010 en la Ley 6 de 2002.") == []
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Tanto el artículo doce A como el doce be de la Ley seis de dos mil dos regulan el acceso.",
+        "Tanto el artículo 12-A como el artículo 12-B de la Ley 6 de 2002 regulan el acceso.",
+        "El artículo 12-A como el 12-B de la Ley 6 de 2002 lo dicen.",
+    ],
+)
+def test_citation_list_joined_by_como_shares_the_norm_after_it(text: str) -> None:
+    assert _keys(text) == [("ley 6 de 2002", "12-A"), ("ley 6 de 2002", "12-B")]
+
+
+def test_citation_como_before_an_amount_or_date_ends_the_list() -> None:
+    assert _keys("El artículo 12 de la Ley 6 de 2002, tanto el 10 % como el 3 de mayo.") == [("ley 6 de 2002", "12")]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            "El artículo setenta de la Constitución protege la familia, y el setenta y cuatro complementa eso.",
+            [(CONSTITUTION, "70"), (CONSTITUTION, "74")],
+        ),
+        (
+            "Los artículos 319 y 320 del Código de la Familia hablan de la patria potestad, y el 377, de los "
+            "alimentos.",
+            [("codigo de familia", "319"), ("codigo de familia", "320"), ("codigo de familia", "377")],
+        ),
+        (
+            "El artículo 3 de la Ley 6 de 2002 fija el plazo y el 12 del Código de Trabajo el salario.",
+            [("ley 6 de 2002", "3"), ("codigo de trabajo", "12")],
+        ),
+    ],
+)
+def test_citation_y_el_n_later_in_the_sentence_cites_the_same_norm(text: str, expected: list) -> None:
+    assert _keys(text) == expected
+
+
+@pytest.mark.parametrize(
+    "after",
+    [
+        "y el 3 de noviembre se celebra",
+        "y el 10 % del salario se descuenta",
+        "y el 15 por ciento restante",
+        "y el 2002 se reformó",
+        "y el dos mil diez se reformó",
+        "y el 18 años cumplidos",
+        "y el 500 balboas de multa",
+        "y el primero en reclamar fue el trabajador",
+        "y el segundo es el empleador",
+        "y en primer lugar se paga el salario",
+    ],
+)
+def test_citation_y_el_n_that_is_a_date_amount_or_order_cites_nothing(after: str) -> None:
+    assert _keys(f"El artículo 224 del Código Penal castiga el robo, {after}.") == [("codigo penal", "224")]
+
+
+def test_citation_y_el_n_after_a_sentence_break_cites_nothing() -> None:
+    assert _keys("El artículo 70 de la Constitución protege la familia. Y el 74 lo veremos luego.") == [
+        (CONSTITUTION, "70")
+    ]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "No es el 41 sino el 43 de la Constitución.",
+        "No es el artículo 41 sino el 43 de la Constitución.",
+        "No es el cuarenta y uno, sino el cuarenta y tres de la Constitución.",
+    ],
+)
+def test_citation_el_n_sino_el_m_of_a_norm_are_both_of_that_norm(text: str) -> None:
+    assert _keys(text) == [(CONSTITUTION, "41"), (CONSTITUTION, "43")]
+
+
+def test_citation_sino_before_a_date_ends_the_list() -> None:
+    assert find_citations("No es el 4 sino el 5 de mayo.") == []

@@ -11,13 +11,17 @@ keyed in `norm_names`. A citation is an article number in one of these forms, an
 
 - after "artículo(s)" / "art." / "arts.": "artículo 74", "artículo setenta y cuatro", "artículo décimo tercero",
   "artículo 12-A", "artículo doce A", "artículo doce be" (a letter by its name), "artículo 12 bis"; lists
-  "artículos 3, 4 y 5", "artículos 3 y el 4"; ranges "del artículo 3 al 5", which cite their two ends only (the
-  articles between are not claimed one by one);
+  "artículos 3, 4 y 5", "artículos 3 y el 4", "tanto el artículo 12-A como el 12-B", "no es el 41 sino el 43";
+  ranges "del artículo 10 al 12", which cite every article in them (a lawyer means them all), or their two ends
+  only when they span more than 20 articles or an end has a letter;
 - a bare number (or list) with a norm right after it: "el 74 de la Constitución", "el 12 y el 13 del Código de
   Trabajo", "el 74 constitucional", and "… y 12 del Código de Trabajo" right after another citation;
 - a bare number right where a citation's words end, after "y también", "así como", "al igual que"…: "el artículo
   224 del Código Penal, y también el 225" (that citation's norm, unless it names its own); "y también el 3 de
-  noviembre" stays a date.
+  noviembre" stays a date;
+- "y el N" later in a citation's sentence, said as a cardinal: "el artículo 70 de la Constitución protege la
+  familia, y el 74 complementa eso" (that citation's norm, unless it names its own); "y el 10 %", "y el 3 de
+  mayo", "y el 2002", "y el primero" are no articles.
 
 "Numeral 2 del artículo 40", "inciso b" and the like cite the article (40); a sub-unit alone cites nothing.
 Numbers anywhere else (ages, years, amounts, dates, "dos veces", "3 de noviembre", phone numbers) are never
@@ -25,7 +29,8 @@ citations, and neither is a norm named without an article ("según la ley", "la 
 
 Which norm an article belongs to, in this order:
 
-1. the norm linked right after it by "de"/"del" (sub-units between are skipped): "el artículo 3 de la Ley 6 de
+1. the norm linked right after it by "de"/"del", or "en" after "artículo" ("un artículo 12 bis en la Ley 6 de
+   2002"; sub-units between are skipped): "el artículo 3 de la Ley 6 de
    2002", "los artículos 3 y 4 de la Constitución" (a list or range shares it), "artículo 40, numeral 2, del
    Código de Trabajo", "artículo 215 y siguientes del Código Penal", or "constitucional";
 2. "de la misma ley", "de dicha ley", "de esa norma", "del mismo código"…: the last norm named before it, in this
@@ -62,8 +67,11 @@ from agent.voice.spoken_numbers import NUMBER_AHEAD, Prepared, article_number, f
 
 _ARTICLE_HEAD = re.compile(rf"\b(?:articulos?|arts?\.?)\s*{NUMBER_MARK}(?:(?:del|de\s+los|los)\s+)?{NUMBER_AHEAD}")
 _BARE_HEAD = re.compile(r"\b(?:el|del|al|los|y)\s+(?=\d)")
+# The step to the next article of a list or range: "3, 4 y 5", "41 sino el 43", "tanto el 12-A como el 12-B",
+# "3 al 5" (a range: `range` is set).
 _LIST_NEXT = re.compile(
-    r"\s*(?:,\s*(?:y\s+|e\s+)?|\s+(?:y|e|o|u)\s+|\s+(?:al|a|hasta(?:\s+el)?)\s+)(?:(?:el|los|del)\s+)?"
+    r"\s*(?:,\s*(?:y\s+|e\s+|sino\s+)?|\s+(?:y|e|o|u|sino)\s+|\s+como\s+(?=el\s|los\s|art)"
+    r"|\s+(?P<range>al|a|hasta(?:\s+el)?)\s+)(?:(?:el|los|del)\s+)?"
     rf"(?:(?:articulos?|arts?\.?)\s+)?{NUMBER_AHEAD}"
 )
 # A number followed by one of these is a quantity, a date or a sub-unit, never a listed article.
@@ -78,7 +86,7 @@ _SUB_UNIT = re.compile(
     rf"ultimo)|(?:\d{{1,3}}(?:\.?\s?°)?|primer|segundo|tercer|cuarto|quinto|ultimo)\s+(?:{_SUB_UNITS}))\b"
     r"(?:\s*,(?=\s*del?\s))?|\s+y\s+(?:siguientes|ss\.)"
 )
-_LINK = re.compile(r"\s*,?\s*(?:de|del)\s+(?:(?:la|el|los|las|nuestra|nuestro|actual|vigente)\s+)*")
+_LINK = re.compile(r"\s*,?\s*(?:de|del|(?P<en>en))\s+(?:(?:la|el|los|las|nuestra|nuestro|actual|vigente)\s+)*")
 _CONSTITUTIONAL = re.compile(r"\s+constitucional(?:es)?\b")
 _ANAPHORA = re.compile(
     rf"(?P<dem>{REFERRING})\b"
@@ -89,10 +97,15 @@ _CONTINUATION = re.compile(
     r"\s*,?\s*(?:y\s+tambien|y\s+asimismo|y\s+ademas|[ey]\s+igualmente|asi\s+como(?:\s+tambien)?|como\s+tambien"
     rf"|al\s+igual\s+que)\s+(?:el|los|al|del)\s+{NUMBER_AHEAD}"
 )
+# "y el 74" later in a citation's sentence, a citation of its norm when it is not a quantity, a date or a year.
+_AND_THE = re.compile(rf"\by\s+(?:el|los)\s+{NUMBER_AHEAD}")
+_YEARS = (1800, 2099)
 _SENTENCE_BREAK = re.compile(r"[.;:!?]")
 _POSSESSIVE = re.compile(r"\bsus?\s*\Z")
 # How far before an article a norm may stand and still be quoted with it in `Citation.said`.
 _SAID_WINDOW = 40
+# The widest range whose every article is cited ("del 10 al 30"); a wider one cites its two ends.
+_RANGE_SPAN = 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,7 +176,7 @@ def _read(text: str, earlier_norm: str | None) -> tuple[list[Citation], str | No
             continue
         articles, end = group
         groups.append((head.start(), end))
-        cited, tail, norm = _cite(prepared, head.start(), end, articles, norms, starts, earlier_norm)
+        cited, tail, norm = _cite(prepared, head.start(), end, articles, norms, starts, earlier_norm, en=True)
         found.extend(cited)
         tails.append((tail, norm))
     for bare in _BARE_HEAD.finditer(low):
@@ -182,13 +195,16 @@ def _read(text: str, earlier_norm: str | None) -> tuple[list[Citation], str | No
         found.extend(cited)
         tails.append((tail, norm))
     found.extend(_continued(prepared, tails, groups, norms, starts, earlier_norm))
+    found.extend(_and_the(prepared, tails, groups, norms, starts, earlier_norm))
     found.sort(key=lambda item: item[0])
     last = norms[-1].key if norms else earlier_norm
     return [c for _, c in found], last
 
 
 def _article_group(original: str, low: str, pos: int) -> tuple[list[str], int] | None:
-    """The articles of one list or range said from `pos` ("3, 4 y 5", "3 al 5"), and where it ends."""
+    """The articles of one list or range said from `pos` ("3, 4 y 5", "3 al 5"), and where it ends. A range
+    cites every article in it ("del 10 al 12" is 10, 11 and 12: a lawyer means them all) up to `_RANGE_SPAN`
+    apart; a longer one, or one with a lettered end, cites its two ends."""
     first = article_number(original, low, pos)
     if first is None or _NOT_AN_ARTICLE_AFTER.match(low, first[1]):
         return None
@@ -197,22 +213,27 @@ def _article_group(original: str, low: str, pos: int) -> tuple[list[str], int] |
         parsed = article_number(original, low, step.end())
         if parsed is None or _NOT_AN_ARTICLE_AFTER.match(low, parsed[1]):
             break
+        low_end, high_end = articles[-1], parsed[0]
+        if step.group("range") and low_end.isdigit() and high_end.isdigit():
+            if 0 < int(high_end) - int(low_end) <= _RANGE_SPAN:
+                articles.extend(str(n) for n in range(int(low_end) + 1, int(high_end)))
         articles.append(parsed[0])
         end = parsed[1]
     return articles, end
 
 
 def _follows(
-    low: str, pos: int, starts: dict[int, Norm], norms: list[Norm], earlier: str | None
+    low: str, pos: int, starts: dict[int, Norm], norms: list[Norm], earlier: str | None, *, en: bool = False
 ) -> tuple[str, int] | None:
     """The norm linked right after an article ending at `pos` ("… de la Ley 6", "… constitucional"), if any, and
-    where the words that link it end."""
+    where the words that link it end. With `en` (an article said as one), "en la Ley 6" links it too; a bare
+    number before "en la Ley 6" ("se reformó el 2010 en la Ley 6") is no article."""
     while (sub := _SUB_UNIT.match(low, pos)) is not None:
         pos = sub.end()
     if constitutional := _CONSTITUTIONAL.match(low, pos):
         return CONSTITUTION, constitutional.end()
     link = _LINK.match(low, pos)
-    if link is None:
+    if link is None or (link.group("en") and not en):
         return None
     at = link.end()
     if at in starts:
@@ -243,11 +264,13 @@ def _cite(
     norms: list[Norm],
     starts: dict[int, Norm],
     earlier: str | None,
+    *,
+    en: bool = False,
 ) -> tuple[list[tuple[int, Citation]], int, str | None]:
     """The citations of one article group spanning low[start:end], each with the group's norm; where the words
     quoted for them end, and that norm."""
     low = prepared.low
-    linked = _follows(low, end, starts, norms, earlier)
+    linked = _follows(low, end, starts, norms, earlier, en=en)
     said_start, said_end = start, end
     if linked is not None:
         norm: str | None
@@ -299,6 +322,41 @@ def _continued(
         said = prepared.given(step.end(), said_end)
         out.extend((step.end(), Citation(said=said, article=a, norm=norm)) for a in articles)
         pending.append((said_end, norm))
+    return out
+
+
+def _and_the(
+    prepared: Prepared,
+    tails: list[tuple[int, str | None]],
+    groups: list[tuple[int, int]],
+    norms: list[Norm],
+    starts: dict[int, Norm],
+    earlier: str | None,
+) -> list[tuple[int, Citation]]:
+    """A "y el N" later in the sentence of a citation ("El artículo 70 de la Constitución protege la familia, y el
+    74 complementa eso"): an article of that citation's norm, unless it names its own. Said as a cardinal only
+    ("y el primero", "y el segundo" are an order), and never a quantity, a date or a year ("y el 10 %", "y el 3
+    de mayo", "y el 2002")."""
+    low = prepared.low
+    out: list[tuple[int, Citation]] = []
+    for m in _AND_THE.finditer(low):
+        if any(s <= m.end() < e for s, e in groups):
+            continue
+        before = [t for t in tails if t[0] <= m.start() and not _SENTENCE_BREAK.search(low, t[0], m.start())]
+        group = _article_group(prepared.original, low, m.end()) if before else None
+        if group is None:
+            continue
+        articles, end = group
+        if not low[m.end()].isdigit() or "°" in low[m.end() : end]:
+            continue  # "y el 1°" (primero), "y el segundo": an order, not an article
+        linked = _follows(low, end, starts, norms, earlier)
+        if linked is None and any(_YEARS[0] <= int(a) <= _YEARS[1] for a in articles if a.isdigit()):
+            continue
+        norm, said_end = linked or (max(before)[1], end)
+        groups.append((m.end(), end))
+        tails.append((said_end, norm))
+        said = prepared.given(m.end(), said_end)
+        out.extend((m.end(), Citation(said=said, article=a, norm=norm)) for a in articles)
     return out
 
 
