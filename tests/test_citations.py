@@ -520,6 +520,8 @@ def test_citation_y_el_n_later_in_the_sentence_cites_the_same_norm(text: str, ex
         "y el primero en reclamar fue el trabajador",
         "y el segundo es el empleador",
         "y en primer lugar se paga el salario",
+        "con 30 días de plazo y el 15 es feriado",
+        "en dos opciones, el 1 y el 2 son válidas",
     ],
 )
 def test_citation_y_el_n_that_is_a_date_amount_or_order_cites_nothing(after: str) -> None:

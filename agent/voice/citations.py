@@ -100,6 +100,7 @@ _CONTINUATION = re.compile(
 # "y el 74" later in a citation's sentence, a citation of its norm when it is not a quantity, a date or a year.
 _AND_THE = re.compile(rf"\by\s+(?:el|los)\s+{NUMBER_AHEAD}")
 _YEARS = (1800, 2099)
+_DIGIT = re.compile(r"\d")
 _SENTENCE_BREAK = re.compile(r"[.;:!?]")
 _POSSESSIVE = re.compile(r"\bsus?\s*\Z")
 # How far before an article a norm may stand and still be quoted with it in `Citation.said`.
@@ -343,6 +344,8 @@ def _and_the(
         if any(s <= m.end() < e for s, e in groups):
             continue
         before = [t for t in tails if t[0] <= m.start() and not _SENTENCE_BREAK.search(low, t[0], m.start())]
+        if before and _DIGIT.search(low, max(before)[0], m.start()):
+            continue  # "… da 30 días y el 15 es feriado", "el 1 y el 2": it pairs with the number before it
         group = _article_group(prepared.original, low, m.end()) if before else None
         if group is None:
             continue
