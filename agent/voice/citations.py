@@ -4,35 +4,38 @@ An invented article number is the costly failure of legal research by voice: the
 dice…" while the sources on screen said nothing of the kind. The instructions ask the model to cite only what the
 search returned; this module checks that it did, on the words it actually speaks.
 
-Reading (`find_citations`). Spelled-out numbers become digits through text2num's `alpha2digit` (threshold 0, so
-"artículo uno" and "artículo primero" are read too; "segundo" and "sétimo", which it leaves alone, are read here).
-A citation is an article number in one of these forms, and nothing else:
+Reading (`find_citations`) works on the text as `spoken_numbers.prepare` gives it (numbers in words as digits
+through text2num, every character mapped back to the words said, so a citation's `said` is the agent's own words,
+"artículo setenta y cuatro de la Constitución", which the page finds in the transcript); norms are recognised and
+keyed in `norm_names`. A citation is an article number in one of these forms, and nothing else:
 
 - after "artículo(s)" / "art." / "arts.": "artículo 74", "artículo setenta y cuatro", "artículo décimo tercero",
-  "artículo 12-A", "artículo doce A", "artículo 12 bis"; lists "artículos 3, 4 y 5", "artículos 3 y el 4"; ranges
-  "del artículo 3 al 5", which cite their two ends only (the articles between are not claimed one by one);
+  "artículo 12-A", "artículo doce A", "artículo doce be" (a letter by its name), "artículo 12 bis"; lists
+  "artículos 3, 4 y 5", "artículos 3 y el 4", "tanto el artículo 12-A como el 12-B", "no es el 41 sino el 43";
+  ranges "del artículo 10 al 12", which cite every article in them (a lawyer means them all), or their two ends
+  only when they span more than 20 articles or an end has a letter;
 - a bare number (or list) with a norm right after it: "el 74 de la Constitución", "el 12 y el 13 del Código de
-  Trabajo", "el 74 constitucional", and "… y 12 del Código de Trabajo" right after another citation.
+  Trabajo", "el 74 constitucional", and "… y 12 del Código de Trabajo" right after another citation;
+- a bare number right where a citation's words end, after "y también", "así como", "al igual que"…: "el artículo
+  224 del Código Penal, y también el 225" (that citation's norm, unless it names its own); "y también el 3 de
+  noviembre" stays a date;
+- "y el N" later in a citation's sentence, said as a cardinal: "el artículo 70 de la Constitución protege la
+  familia, y el 74 complementa eso" (that citation's norm, unless it names its own); "y el 10 %", "y el 3 de
+  mayo", "y el 2002", "y el primero" are no articles.
 
 "Numeral 2 del artículo 40", "inciso b" and the like cite the article (40); a sub-unit alone cites nothing.
 Numbers anywhere else (ages, years, amounts, dates, "dos veces", "3 de noviembre", phone numbers) are never
 citations, and neither is a norm named without an article ("según la ley", "la Ley 6 de 2002").
 
-Norms and their keys (`norm_key`): the Constitution ("la Constitución Política…", "la carta magna", "nuestra
-Constitución", "constitucional") is "constitucion"; a numbered norm is "ley 6 de 2002" ("la ley seis de dos mil
-dos", "Ley N.° 6 de 2002", "Ley 6 de 22 de enero de 2002"), or "ley 6" when no year is said, and the same for
-"decreto" (ejecutivo), "decreto ley", "decreto de gabinete", "resolucion", "acuerdo"; a code is keyed by its
-name's first word ("el Código del Trabajo", "código laboral" and the source "Código de Trabajo" are all
-"codigo de trabajo"; "Código Penal" is "codigo penal"). A source's norm that is none of these is keyed by its
-folded name, so it is only ever matched by citations that name no norm.
-
 Which norm an article belongs to, in this order:
 
-1. the norm linked right after it by "de"/"del" (sub-units between are skipped): "el artículo 3 de la Ley 6 de
+1. the norm linked right after it by "de"/"del", or "en" after "artículo" ("un artículo 12 bis en la Ley 6 de
+   2002"; sub-units between are skipped): "el artículo 3 de la Ley 6 de
    2002", "los artículos 3 y 4 de la Constitución" (a list or range shares it), "artículo 40, numeral 2, del
    Código de Trabajo", "artículo 215 y siguientes del Código Penal", or "constitucional";
-2. "de la misma ley", "de dicha ley", "de esa norma"…: the last norm named before it, in this text or, failing
-   that, earlier in the conversation (`CitationCheck` remembers it);
+2. "de la misma ley", "de dicha ley", "de esa norma", "del mismo código"…: the last norm named before it, in this
+   text or, failing that, earlier in the conversation (`CitationCheck` remembers it); "del mismo código le da…" is
+   that norm too, not a code called "le" ("de dicho Código de Comercio", with its "de", names a code);
 3. otherwise the last norm named before it in the same text, as a listener hears it: "la Ley 6 de 2002, artículo
    3", "la Constitución, en su artículo 74", "la Ley 6 de 2002 regula el permiso; el artículo 3 dice…";
 4. "su artículo 8, la Ley 45 de 2032…" with no norm before it: the norm named next in its sentence;
@@ -47,59 +50,35 @@ source has that article. A right article of the wrong norm is not verified.
 from __future__ import annotations
 
 import re
-import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from text_to_num import alpha2digit
-
-CONSTITUTION = "constitucion"
-"""How a citation of the Constitution is keyed, whatever the words: "la Constitución", "la Constitución Política
-de la República de Panamá", "la carta magna"."""
-
-_CONSTITUTION = (
-    r"constitucion(?!\s+de\s+(?:una?|1|los|las|el|sus?|esta|esa)\b)(?:\s+politica)?(?:\s+(?:nacional|panamena))?"
-    r"(?:\s+de\s+(?:la\s+republica(?:\s+de\s+panama)?|panama))?|carta\s+(?:magna|fundamental)"
-    r"|(?:norma|texto|precepto|disposicion|mandato)\s+constitucional"
+from agent.voice.norm_names import (
+    CONSTITUTION,
+    MONTHS,
+    NUMBER_MARK,
+    REFERRING,
+    Norm,
+    norm_key,
+    norms_in,
+    norms_match,
 )
-_NUMBERED_KINDS = r"decreto\s+ley|decreto\s+de\s+gabinete|decreto(?:\s+ejecutivo)?|ley|resolucion|acuerdo"
-_NUMBER_MARK = r"(?:(?:n\s*\.?\s*°|no\.?|nro\.?|num\.?|numero)\s*)?"
-_MONTHS = r"enero|febrero|marzo|abril|mayo|junio|julio|agosto|septiembre|setiembre|octubre|noviembre|diciembre"
-_NUMBERED = (
-    rf"(?P<kind>{_NUMBERED_KINDS})\s+{_NUMBER_MARK}(?P<num>\d{{1,5}})(?![\d.,]\d)"
-    rf"(?:\s+del?\s+(?:\d{{1,2}}\s+de\s+(?:{_MONTHS})\s+del?\s+|ano\s+)?(?P<year>(?:1[89]|2\d)\d\d)\b)?"
-)
-_CODE_CONNECTOR = r"(?:del|de\s+la|de\s+los|de\s+las|de)"
-_CODE = rf"codigo(?:\s+(?P<conn>{_CODE_CONNECTOR}))?\s+(?P<w1>[a-z]+)(?:\s+(?P<w2>[a-z]+))?"
-_NORM = re.compile(rf"\b(?:(?P<const>{_CONSTITUTION})|(?P<numbered>{_NUMBERED})|(?P<code>{_CODE}))")
-# Words that cannot name a code ("el código que…", "código de barras" is kept: it simply matches no source).
-_NOT_CODE_WORDS = frozenset("que y o e a en el la los las un una se lo su sus es dice establece".split())
-_CODE_SYNONYMS = {"laboral": "trabajo"}
-# Codes whose first word does not tell them apart ("Código Procesal Penal", "Código de Procedimiento Civil").
-_CODE_TWO_WORDS = frozenset({"procesal", "procedimiento"})
-_NUMBERED_KEY = re.compile(r"^(?P<kind>[a-z ]+?) (?P<num>\d+)(?: de (?P<year>\d{4}))?$")
+from agent.voice.spoken_numbers import NUMBER_AHEAD, Prepared, article_number, fold, prepare
 
-# One article number as said, after text2num: digits, or the ordinals text2num leaves in words.
-_ORDINAL_WORDS = {"segundo": 2, "segunda": 2, "setimo": 7, "setima": 7}
-_ARTICLE_NUMBER = re.compile(r"(?P<n>\d{1,4}|segund[oa]|setim[oa])(?!\d|[.,]\d)(?:\.?\s?°)?")
-_LATIN = re.compile(r"(?:\s*(?:-|guion)\s*|\s+)?(bis|ter|quater|quinquies)\b")
-_LETTER_JOINED = re.compile(r"\s*(?:-|guion)\s*([a-z])\b|([a-z])\b")
-_LETTER_SPACED = re.compile(r"\s+([a-z])\b")
-# After a lowercase "a" that is an article's letter ("el artículo 12 a, de la ley…"), not the preposition.
-_AFTER_LETTER_A = re.compile(r"\s*(?:$|[,.;:)!?]|\s(?:de|del|y|e|o|u)\b)")
-_ARTICLE_HEAD = re.compile(
-    rf"\b(?:articulos?|arts?\.?)\s*{_NUMBER_MARK}(?:(?:del|de\s+los|los)\s+)?(?=\d|segund|setim)"
-)
+_ARTICLE_HEAD = re.compile(rf"\b(?:articulos?|arts?\.?)\s*{NUMBER_MARK}(?:(?:del|de\s+los|los)\s+)?{NUMBER_AHEAD}")
 _BARE_HEAD = re.compile(r"\b(?:el|del|al|los|y)\s+(?=\d)")
+# The step to the next article of a list or range: "3, 4 y 5", "41 sino el 43", "tanto el 12-A como el 12-B",
+# "3 al 5" (a range: `range` is set).
 _LIST_NEXT = re.compile(
-    r"\s*(?:,\s*(?:y\s+|e\s+)?|\s+(?:y|e|o|u)\s+|\s+(?:al|a|hasta(?:\s+el)?)\s+)(?:(?:el|los|del)\s+)?"
-    r"(?:(?:articulos?|arts?\.?)\s+)?(?=\d|segund|setim)"
+    r"\s*(?:,\s*(?:y\s+|e\s+|sino\s+)?|\s+(?:y|e|o|u|sino)\s+|\s+como\s+(?=el\s|los\s|art)"
+    r"|\s+(?P<range>al|a|hasta(?:\s+el)?)\s+)(?:(?:el|los|del)\s+)?"
+    rf"(?:(?:articulos?|arts?\.?)\s+)?{NUMBER_AHEAD}"
 )
 # A number followed by one of these is a quantity, a date or a sub-unit, never a listed article.
 _NOT_AN_ARTICLE_AFTER = re.compile(
     rf"\s*(?:%|por\s+(?:ciento|100)\b|(?:anos?|dias?|mes|meses|semanas?|horas?|minutos?|veces|vez|balboas?|"
     rf"dolares?|personas?|trabajadores?|metros?|kilometros?|hectareas?|mil|millones?|parrafos?|incisos?|"
-    rf"numerales?|literales?|apartados?|de\s+(?:{_MONTHS}))\b)"
+    rf"numerales?|literales?|apartados?|de\s+(?:{MONTHS}|cada))\b)"
 )
 _SUB_UNITS = r"numeral|inciso|subinciso|literal|ordinal|parrafo|acapite|apartado|letra"
 _SUB_UNIT = re.compile(
@@ -107,16 +86,27 @@ _SUB_UNIT = re.compile(
     rf"ultimo)|(?:\d{{1,3}}(?:\.?\s?°)?|primer|segundo|tercer|cuarto|quinto|ultimo)\s+(?:{_SUB_UNITS}))\b"
     r"(?:\s*,(?=\s*del?\s))?|\s+y\s+(?:siguientes|ss\.)"
 )
-_LINK = re.compile(r"\s*,?\s*(?:de|del)\s+(?:(?:la|el|los|las|nuestra|nuestro|actual|vigente)\s+)*")
+_LINK = re.compile(r"\s*,?\s*(?:de|del|(?P<en>en))\s+(?:(?:la|el|los|las|nuestra|nuestro|actual|vigente)\s+)*")
 _CONSTITUTIONAL = re.compile(r"\s+constitucional(?:es)?\b")
 _ANAPHORA = re.compile(
-    r"(?P<dem>misma|mismo|dicha|dicho|esa|ese|esta|este|citada|citado|referida|referido|mencionada|mencionado)\b"
+    rf"(?P<dem>{REFERRING})\b"
     r"(?:\s+(?P<noun>ley|norma|codigo|constitucion|carta\s+magna|decreto|resolucion|acuerdo)\b)?"
 )
+# Words that add an article to the citation just made ("…, y también el 225", "…, así como el 75").
+_CONTINUATION = re.compile(
+    r"\s*,?\s*(?:y\s+tambien|y\s+asimismo|y\s+ademas|[ey]\s+igualmente|asi\s+como(?:\s+tambien)?|como\s+tambien"
+    rf"|al\s+igual\s+que)\s+(?:el|los|al|del)\s+{NUMBER_AHEAD}"
+)
+# "y el 74" later in a citation's sentence, a citation of its norm when it is not a quantity, a date or a year.
+_AND_THE = re.compile(rf"\by\s+(?:el|los)\s+{NUMBER_AHEAD}")
+_YEARS = (1800, 2099)
+_DIGIT = re.compile(r"\d")
 _SENTENCE_BREAK = re.compile(r"[.;:!?]")
 _POSSESSIVE = re.compile(r"\bsus?\s*\Z")
 # How far before an article a norm may stand and still be quoted with it in `Citation.said`.
 _SAID_WINDOW = 40
+# The widest range whose every article is cited ("del 10 al 30"); a wider one cites its two ends.
+_RANGE_SPAN = 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,8 +114,8 @@ class Citation:
     """One article the agent named, as said and as keyed for matching."""
 
     said: str
-    """The words as spoken (folded, numbers as digits), from the article to its norm when the norm was named with
-    it."""
+    """The words as said, a substring of the checked text (case, accents and numbers in words as they were), from
+    the article to its norm when the norm was named with it; an article of a list carries the whole list."""
     article: str
     """The article as sources write it: "74", "12-A", "12 bis"."""
     norm: str | None
@@ -144,35 +134,16 @@ class CheckedCitation:
     """The tool call that delivered that source."""
 
 
-def fold(text: str) -> str:
-    """Lowercase, accents off, spaces collapsed: spoken transcripts and source citations meet here."""
-    return " ".join(_strip_accents(text).lower().split())
-
-
-def _strip_accents(text: str) -> str:
-    decomposed = unicodedata.normalize("NFKD", text)
-    return "".join(c for c in decomposed if not unicodedata.combining(c))
-
-
-def norm_key(name: str) -> str | None:
-    """The key of a norm's name ("Ley 6 de 2002", "Constitución Política de la República de Panamá", "Código de
-    Trabajo"), from the first norm it names; None when it names no law, decree, code or Constitution."""
-    for found in _NORM.finditer(_prepare(name)[1]):
-        key = _key(found)
-        if key is not None:
-            return key[0]
-    return None
-
-
 def source_key(citation: str) -> tuple[str | None, str] | None:
     """(norm key, article) of a source's citation ("NORM, artículo 12-A"); None if it names no article. A norm
     that is no law, decree, code or Constitution is keyed by its folded name."""
     norm, sep, article = citation.rpartition(",")
     if not sep:
         return None
-    original, low = _prepare(article)
+    prepared = prepare(article)
+    original, low = prepared.original, prepared.low
     head = _ARTICLE_HEAD.search(low)
-    parsed = _number_at(original, low, head.end()) if head else None
+    parsed = article_number(original, low, head.end()) if head else None
     if parsed is None:
         return None
     return norm_key(norm) or fold(norm), parsed[0]
@@ -183,38 +154,21 @@ def article_key(label: str) -> str:
     return " ".join(fold(label).replace("-", " ").replace("°", "").split()).replace(" ", "")
 
 
-def norms_match(said: str, source: str) -> bool:
-    """Whether a norm key the agent said names a source's norm key: equal, or the same numbered norm when either
-    leaves the year out."""
-    if said == source:
-        return True
-    a, b = _NUMBERED_KEY.match(said), _NUMBERED_KEY.match(source)
-    if a is None or b is None:
-        return False
-    same_norm = a.group("kind") == b.group("kind") and a.group("num") == b.group("num")
-    return same_norm and (a.group("year") is None or b.group("year") is None)
-
-
 def find_citations(text: str, *, earlier_norm: str | None = None) -> list[Citation]:
     """Every article the text names, with its norm, in order. `earlier_norm` is the last norm named before this
     text in the conversation, for "de la misma ley" when the text itself names none."""
     return _read(text, earlier_norm)[0]
 
 
-@dataclass(frozen=True, slots=True)
-class _Norm:
-    start: int
-    end: int
-    key: str
-
-
 def _read(text: str, earlier_norm: str | None) -> tuple[list[Citation], str | None]:
     """The citations in `text`, and the last norm it names (or `earlier_norm` when it names none)."""
-    original, low = _prepare(text)
-    norms = [_Norm(m.start(), k[1], k[0]) for m in _NORM.finditer(low) if (k := _key(m)) is not None]
+    prepared = prepare(text)
+    original, low = prepared.original, prepared.low
+    norms = norms_in(low, earlier_norm)
     starts = {n.start: n for n in norms}
     found: list[tuple[int, Citation]] = []
     groups: list[tuple[int, int]] = []
+    tails: list[tuple[int, str | None]] = []  # where each citation's words end, and its norm
     for head in _ARTICLE_HEAD.finditer(low):
         if groups and head.start() < groups[-1][1]:
             continue
@@ -223,7 +177,9 @@ def _read(text: str, earlier_norm: str | None) -> tuple[list[Citation], str | No
             continue
         articles, end = group
         groups.append((head.start(), end))
-        found.extend(_cite(low, head.start(), end, articles, norms, starts, earlier_norm))
+        cited, tail, norm = _cite(prepared, head.start(), end, articles, norms, starts, earlier_norm, en=True)
+        found.extend(cited)
+        tails.append((tail, norm))
     for bare in _BARE_HEAD.finditer(low):
         if any(s <= bare.start() < e for s, e in groups):
             continue
@@ -236,105 +192,53 @@ def _read(text: str, earlier_norm: str | None) -> tuple[list[Citation], str | No
         if _follows(low, end, starts, norms, earlier_norm) is None:
             continue  # "el 3 de noviembre": a bare number is an article only with its norm right after it
         groups.append((bare.start(), end))
-        found.extend(_cite(low, bare.end(), end, articles, norms, starts, earlier_norm))
+        cited, tail, norm = _cite(prepared, bare.end(), end, articles, norms, starts, earlier_norm)
+        found.extend(cited)
+        tails.append((tail, norm))
+    found.extend(_continued(prepared, tails, groups, norms, starts, earlier_norm))
+    found.extend(_and_the(prepared, tails, groups, norms, starts, earlier_norm))
     found.sort(key=lambda item: item[0])
     last = norms[-1].key if norms else earlier_norm
     return [c for _, c in found], last
 
 
-def _prepare(text: str) -> tuple[str, str]:
-    """(accents off with case kept, the same lowercased): numbers in words as digits, ordinal marks as "°"."""
-    spaced = re.sub(r"(?<=[^\W\d_])-(?=\w)", " -", text)  # "doce-A": text2num reads "doce" only on its own
-    digits = alpha2digit(spaced, "es", threshold=0).translate(_ORDINAL_MARKS)
-    original = " ".join(_strip_accents(digits).split())
-    low = original.lower()
-    if len(low) != len(original):  # a character whose lowercase is longer: the case check is lost, not the text
-        original = low
-    return original, low
-
-
-_ORDINAL_MARKS = str.maketrans({"º": "°", "ª": "°"})
-
-
-def _key(match: re.Match[str]) -> tuple[str, int] | None:
-    """A norm's key and where its name ends, None for "código" followed by no name."""
-    if match.group("const"):
-        return CONSTITUTION, match.end()
-    if match.group("numbered"):
-        kind = " ".join(match.group("kind").split()).replace("decreto ejecutivo", "decreto")
-        year = match.group("year")
-        return f"{kind} {int(match.group('num'))}" + (f" de {year}" if year else ""), match.end()
-    first, second = match.group("w1"), match.group("w2")
-    if first in _NOT_CODE_WORDS:
-        return None
-    first = _CODE_SYNONYMS.get(first, first)
-    two = first in _CODE_TWO_WORDS and second is not None
-    name = f"{first} {second}" if two else first
-    connected = match.group("conn") is not None or first in _CODE_SYNONYMS.values()
-    return (f"codigo de {name}" if connected else f"codigo {name}"), match.end() if two else match.end("w1")
-
-
-def _number_at(original: str, low: str, pos: int) -> tuple[str, int] | None:
-    """The article label said at `pos` ("74", "12-A", "12 bis") and where it ends."""
-    m = _ARTICLE_NUMBER.match(low, pos)
-    if m is None:
-        return None
-    said = m.group("n")
-    number = _ORDINAL_WORDS.get(said) or int(said)
-    if number == 0:
-        return None
-    end = m.end()
-    latin = _LATIN.match(low, end)
-    if latin:
-        return f"{number} {latin.group(1)}", latin.end()
-    joined = _LETTER_JOINED.match(low, end)
-    if joined:
-        letter = joined.group(1) or joined.group(2)
-        if letter != "o":  # "12o" is an ordinal mark typed as a letter
-            return f"{number}-{letter.upper()}", joined.end()
-    spaced = _LETTER_SPACED.match(low, end)
-    if spaced and _is_article_letter(original, low, spaced):
-        return f"{number}-{spaced.group(1).upper()}", spaced.end()
-    return str(number), end
-
-
-def _is_article_letter(original: str, low: str, spaced: re.Match[str]) -> bool:
-    """Whether "12 a" is article 12-A, not 12 followed by the word "a" (or "y", "e", "o", "u")."""
-    letter = spaced.group(1)
-    if letter in "yeou":
-        return False
-    if letter == "a":
-        return original[spaced.start(1)] == "A" or _AFTER_LETTER_A.match(low, spaced.end()) is not None
-    return True
-
-
 def _article_group(original: str, low: str, pos: int) -> tuple[list[str], int] | None:
-    """The articles of one list or range said from `pos` ("3, 4 y 5", "3 al 5"), and where it ends."""
-    first = _number_at(original, low, pos)
+    """The articles of one list or range said from `pos` ("3, 4 y 5", "3 al 5"), and where it ends. A range
+    cites every article in it ("del 10 al 12" is 10, 11 and 12: a lawyer means them all) up to `_RANGE_SPAN`
+    apart; a longer one, or one with a lettered end, cites its two ends."""
+    first = article_number(original, low, pos)
     if first is None or _NOT_AN_ARTICLE_AFTER.match(low, first[1]):
         return None
     articles, end = [first[0]], first[1]
     while (step := _LIST_NEXT.match(low, end)) is not None:
-        parsed = _number_at(original, low, step.end())
+        parsed = article_number(original, low, step.end())
         if parsed is None or _NOT_AN_ARTICLE_AFTER.match(low, parsed[1]):
             break
+        low_end, high_end = articles[-1], parsed[0]
+        if step.group("range") and low_end.isdigit() and high_end.isdigit():
+            if 0 < int(high_end) - int(low_end) <= _RANGE_SPAN:
+                articles.extend(str(n) for n in range(int(low_end) + 1, int(high_end)))
         articles.append(parsed[0])
         end = parsed[1]
     return articles, end
 
 
-def _follows(low: str, pos: int, starts: dict[int, _Norm], norms: list[_Norm], earlier: str | None) -> str | None:
-    """The norm linked right after an article ending at `pos` ("… de la Ley 6", "… constitucional"), if any."""
+def _follows(
+    low: str, pos: int, starts: dict[int, Norm], norms: list[Norm], earlier: str | None, *, en: bool = False
+) -> tuple[str, int] | None:
+    """The norm linked right after an article ending at `pos` ("… de la Ley 6", "… constitucional"), if any, and
+    where the words that link it end. With `en` (an article said as one), "en la Ley 6" links it too; a bare
+    number before "en la Ley 6" ("se reformó el 2010 en la Ley 6") is no article."""
     while (sub := _SUB_UNIT.match(low, pos)) is not None:
         pos = sub.end()
-    if _CONSTITUTIONAL.match(low, pos):
-        return CONSTITUTION
+    if constitutional := _CONSTITUTIONAL.match(low, pos):
+        return CONSTITUTION, constitutional.end()
     link = _LINK.match(low, pos)
-    if link is None:
+    if link is None or (link.group("en") and not en):
         return None
     at = link.end()
     if at in starts:
-        return starts[at].key
+        return starts[at].key, starts[at].end
     anaphora = _ANAPHORA.match(low, at)
     if anaphora is None:
         return None
@@ -342,9 +246,11 @@ def _follows(low: str, pos: int, starts: dict[int, _Norm], norms: list[_Norm], e
         if anaphora.group("dem") not in ("misma", "mismo") or not _ends_phrase(low, anaphora.end()):
             return None
     elif anaphora.start("noun") in starts:  # "de esta Ley 6 de 2002": named, not referred to
-        return starts[anaphora.start("noun")].key
+        named = starts[anaphora.start("noun")]
+        return named.key, named.end
     before = [n for n in norms if n.end <= pos]
-    return before[-1].key if before else earlier
+    referred = before[-1].key if before else earlier
+    return (referred, anaphora.end()) if referred is not None else None
 
 
 def _ends_phrase(low: str, pos: int) -> bool:
@@ -352,22 +258,24 @@ def _ends_phrase(low: str, pos: int) -> bool:
 
 
 def _cite(
-    low: str,
+    prepared: Prepared,
     start: int,
     end: int,
     articles: list[str],
-    norms: list[_Norm],
-    starts: dict[int, _Norm],
+    norms: list[Norm],
+    starts: dict[int, Norm],
     earlier: str | None,
-) -> list[tuple[int, Citation]]:
-    """The citations of one article group spanning low[start:end], each with the group's norm."""
-    linked = _follows(low, end, starts, norms, earlier)
+    *,
+    en: bool = False,
+) -> tuple[list[tuple[int, Citation]], int, str | None]:
+    """The citations of one article group spanning low[start:end], each with the group's norm; where the words
+    quoted for them end, and that norm."""
+    low = prepared.low
+    linked = _follows(low, end, starts, norms, earlier, en=en)
     said_start, said_end = start, end
     if linked is not None:
-        after = next((n for n in norms if n.start >= end and n.key == linked), None)
-        if after is not None and after.start - end <= _SAID_WINDOW:
-            said_end = after.end
-        norm: str | None = linked
+        norm: str | None
+        norm, said_end = linked
     else:
         before = [n for n in norms if n.end <= start]
         norm = before[-1].key if before else None
@@ -378,8 +286,81 @@ def _cite(
             ahead = next((n for n in norms if n.start >= end), None)
             if ahead is not None and not _SENTENCE_BREAK.search(low, end, ahead.start):
                 norm, said_end = ahead.key, ahead.end
-    said = low[said_start:said_end]
-    return [(said_start, Citation(said=said, article=a, norm=norm)) for a in articles]
+    said = prepared.given(said_start, said_end)
+    return [(said_start, Citation(said=said, article=a, norm=norm)) for a in articles], said_end, norm
+
+
+def _continued(
+    prepared: Prepared,
+    tails: list[tuple[int, str | None]],
+    groups: list[tuple[int, int]],
+    norms: list[Norm],
+    starts: dict[int, Norm],
+    earlier: str | None,
+) -> list[tuple[int, Citation]]:
+    """Bare articles that continue a citation right where its words end ("el artículo 224 del Código Penal, y
+    también el 225", "…, así como el 75"): the same norm, unless they name their own. A date or an amount there
+    ("y también el 3 de noviembre") is no article, as everywhere."""
+    low = prepared.low
+    out: list[tuple[int, Citation]] = []
+    pending = sorted(tails, key=lambda tail: tail[0])
+    while pending:
+        pos, norm = pending.pop(0)
+        while (sub := _SUB_UNIT.match(low, pos)) is not None:
+            pos = sub.end()
+        step = _CONTINUATION.match(low, pos)
+        if step is None or any(s <= step.end() < e for s, e in groups):
+            continue
+        group = _article_group(prepared.original, low, step.end())
+        if group is None:
+            continue
+        articles, end = group
+        said_end = end
+        linked = _follows(low, end, starts, norms, earlier)
+        if linked is not None:
+            norm, said_end = linked
+        groups.append((step.end(), end))
+        said = prepared.given(step.end(), said_end)
+        out.extend((step.end(), Citation(said=said, article=a, norm=norm)) for a in articles)
+        pending.append((said_end, norm))
+    return out
+
+
+def _and_the(
+    prepared: Prepared,
+    tails: list[tuple[int, str | None]],
+    groups: list[tuple[int, int]],
+    norms: list[Norm],
+    starts: dict[int, Norm],
+    earlier: str | None,
+) -> list[tuple[int, Citation]]:
+    """A "y el N" later in the sentence of a citation ("El artículo 70 de la Constitución protege la familia, y el
+    74 complementa eso"): an article of that citation's norm, unless it names its own. Said as a cardinal only
+    ("y el primero", "y el segundo" are an order), and never a quantity, a date or a year ("y el 10 %", "y el 3
+    de mayo", "y el 2002")."""
+    low = prepared.low
+    out: list[tuple[int, Citation]] = []
+    for m in _AND_THE.finditer(low):
+        if any(s <= m.end() < e for s, e in groups):
+            continue
+        before = [t for t in tails if t[0] <= m.start() and not _SENTENCE_BREAK.search(low, t[0], m.start())]
+        if before and _DIGIT.search(low, max(before)[0], m.start()):
+            continue  # "… da 30 días y el 15 es feriado", "el 1 y el 2": it pairs with the number before it
+        group = _article_group(prepared.original, low, m.end()) if before else None
+        if group is None:
+            continue
+        articles, end = group
+        if not low[m.end()].isdigit() or "°" in low[m.end() : end]:
+            continue  # "y el 1°" (primero), "y el segundo": an order, not an article
+        linked = _follows(low, end, starts, norms, earlier)
+        if linked is None and any(_YEARS[0] <= int(a) <= _YEARS[1] for a in articles if a.isdigit()):
+            continue
+        norm, said_end = linked or (max(before)[1], end)
+        groups.append((m.end(), end))
+        tails.append((said_end, norm))
+        said = prepared.given(m.end(), said_end)
+        out.extend((m.end(), Citation(said=said, article=a, norm=norm)) for a in articles)
+    return out
 
 
 class CitationCheck:
