@@ -60,8 +60,8 @@ class CitationChecked(BaseModel):
     """An article the agent named while speaking, checked against the sources delivered to it in this conversation.
 
     Not tied to one tool call: `call_id` is the call that delivered the matching source (its card on the page),
-    None when no delivered source holds the citation. `said` is the words as spoken (folded), for the page to
-    mark next to the transcript; `source` the matching source's citation, as on its card."""
+    None when no delivered source holds the citation. `said` is the agent's own words (a substring of what it
+    said), for the page to mark next to the transcript; `source` the matching source's citation, as on its card."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
     v: Literal[1] = 1

@@ -25,8 +25,9 @@ from collections.abc import AsyncIterable, AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
-from agent.voice.citations import CONSTITUTION, CheckedCitation, Citation, CitationCheck
+from agent.voice.citations import CheckedCitation, Citation, CitationCheck
 from agent.voice.evidence import CitationChecked, EvidencePublisher
+from agent.voice.norm_names import CONSTITUTION
 from agent.voice.turns import TurnCounter
 
 logger = logging.getLogger("lexvoz.spoken")
