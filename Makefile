@@ -152,6 +152,7 @@ bench: $(STAMP) livekit-server
 	$(PY) bench/evidence.py
 	$(PY) bench/norm_reload.py
 	$(PY) bench/search_stall.py
+	$(PY) bench/citations.py
 
 clean:
 	rm -rf $(VENV) .venv-3.* web/node_modules web/dist tests/interop/node_modules bench/results

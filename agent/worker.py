@@ -26,7 +26,7 @@ from agent.ops.telemetry import setup_tracing, shutdown_tracing
 from agent.settings import Settings, SettingsError, get_settings
 from agent.voice.conversation import Conversation, shared_gateway, start_conversation
 from agent.voice.model_link import install_framework_noise_filter
-from agent.voice.observers import ledger_observer
+from agent.voice.observers import citation_ledger_observer, ledger_observer
 
 logger = logging.getLogger("lexvoz.worker")
 
@@ -283,6 +283,7 @@ async def run_job(
         observers=[
             ledger_observer(ledger, room=ctx.room.name, session_id=ctx.job.id, server=lambda: gateway.server_info)
         ],
+        citation_observers=[citation_ledger_observer(ledger, room=ctx.room.name, session_id=ctx.job.id)],
         http_session=http_session,
         on_end=lambda reason: ctx.shutdown(reason=reason),
     )

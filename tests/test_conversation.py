@@ -87,7 +87,9 @@ class Rig:
         return messages(self.room)
 
     def types(self) -> list[str]:
-        return [m["type"] for m in self.messages]
+        """The types of the searches' messages; the check of the agent's spoken citations (which the stand-in's
+        read-back of the sources produces) is pinned in tests/test_citation_worker.py."""
+        return [m["type"] for m in self.messages if m["type"] != "citation_checked"]
 
 
 def outputs_on_wire(standin: RealtimeStandIn) -> list[dict[str, Any]]:

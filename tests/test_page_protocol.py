@@ -11,10 +11,13 @@ import re
 from pathlib import Path
 from typing import get_args
 
+from pydantic.fields import FieldInfo
+
 from agent import contract
-from agent.voice import evidence, speech
+from agent.voice import citations, evidence, speech
 
 PAGE = Path("web/src/research.ts")
+CITATIONS_PAGE = Path("web/src/citations.ts")
 SPEECH_PAGE = Path("web/src/speech.ts")
 AGENT_MESSAGE_PAGE = Path("web/src/agentMessage.ts")
 
@@ -53,14 +56,19 @@ def test_topic_and_version_match_the_publisher() -> None:
 
 def test_message_types_match_the_publishers_models() -> None:
     python_types = {get_args(m.model_fields["type"].annotation)[0] for m in get_args(evidence.ResearchMessage)}
-    page_types = set(re.findall(r"\{ type: '(\w+)'; callId", _page()))
+    # A member may be written over several lines, with its fields' comments.
+    page_types = set(re.findall(r"\{\s*type: '(\w+)';\s*(?:/\*\*.*?\*/\s*)?callId", _page(), re.S))
     assert page_types == python_types
 
 
-def test_field_limits_match_the_contract() -> None:
+def _limits() -> dict[str, int]:
     block = re.search(r"const LIMITS = \{(.*?)\} as const;", _page(), re.S)
     assert block
-    limits = {k: int(v.replace("_", "")) for k, v in re.findall(r"(\w+): ([\d_]+)", block.group(1))}
+    return {k: int(v.replace("_", "")) for k, v in re.findall(r"(\w+): ([\d_]+)", block.group(1))}
+
+
+def test_field_limits_match_the_contract() -> None:
+    limits = _limits()
     assert limits["query"] == contract.MAX_QUERY_CHARS
     assert limits["title"] == contract.MAX_TITLE_CHARS
     assert limits["citation"] == contract.MAX_CITATION_CHARS
@@ -93,3 +101,47 @@ def test_the_page_takes_speech_messages_only_from_the_agent() -> None:
     shared = re.search(r"export function isAgentSender\((.*?)\n\}", _page(AGENT_MESSAGE_PAGE), re.S)
     assert shared
     assert "return sender?.kind === ParticipantKind.AGENT;" in shared.group(1)
+
+
+def _max_length(field: FieldInfo) -> int:
+    """The `max_length` of a `str` field: on the field itself, or inside its `Annotated[...] | None`."""
+    constraints = list(field.metadata)
+    for arg in get_args(field.annotation):
+        for meta in getattr(arg, "__metadata__", ()):
+            constraints.extend(getattr(meta, "metadata", ()))
+    lengths = [c.max_length for c in constraints if hasattr(c, "max_length")]
+    assert len(lengths) == 1, f"no single max_length on {field}"
+    return lengths[0]
+
+
+def test_citation_checked_fields_are_the_ones_the_page_reads() -> None:
+    parser = re.search(r"function parseCitationChecked\((.*?)\n\}", _page(), re.S)
+    assert parser
+    read = set(re.findall(r"data\.(\w+)", parser.group(1))) | set(re.findall(r"data, '(\w+)'", parser.group(1)))
+    assert read == set(evidence.CitationChecked.model_fields) - {"v", "type"}
+    # The page's message carries each of them (call_id as callId), and nothing the worker does not send.
+    member = re.search(r"\| \{\s*type: 'citation_checked';(.*?)\};", _page(), re.S)
+    assert member
+    page_fields = set(re.findall(r"^\s*(\w+): ", member.group(1), re.M))
+    assert page_fields == {"callId", "turn", "said", "article", "norm", "verified", "source"}
+
+
+def test_citation_checked_limits_match_the_publisher() -> None:
+    fields = evidence.CitationChecked.model_fields
+    limits = _limits()
+    assert limits["said"] == _max_length(fields["said"])
+    assert limits["article"] == _max_length(fields["article"])
+    assert limits["norm"] == _max_length(fields["norm"])
+    # `source` is a source's citation, shown as on its card: the card's limit.
+    assert limits["citation"] == _max_length(fields["source"])
+
+
+def test_citation_norm_keys_are_the_ones_the_worker_writes() -> None:
+    """The page names the norm in Spanish from the worker's key: "constitucion", "ley 6 de 2002"."""
+    assert _constant("CONSTITUTION_NORM", CITATIONS_PAGE) == citations.CONSTITUTION
+    law = re.search(r"export const LAW_NORM = /(.*?)/;", _page(CITATIONS_PAGE))
+    assert law
+    key = citations.norm_key("Ley 6 de 2002")
+    assert key is not None
+    assert re.fullmatch(law.group(1), key)
+    assert re.fullmatch(law.group(1), citations.CONSTITUTION) is None

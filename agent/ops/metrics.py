@@ -39,9 +39,12 @@ __all__ = [
     "BREAKER_CLOSED",
     "BREAKER_HALF_OPEN",
     "BREAKER_OPEN",
+    "CITATION_NORMS",
     "MODEL_FAILURE_CAUSES",
     "MultiprocessDirError",
     "check_private_dir",
+    "citation_norm_label",
+    "citations_total",
     "env_dir",
     "ledger_dropped_total",
     "ledger_write_failures_total",
@@ -76,6 +79,10 @@ MODEL_FAILURE_CAUSES: tuple[str, ...] = (
     "dropped",
     "model_error",
 )
+
+# What a citation the agent spoke names, as a bounded label: the Constitution, any law, another norm, or no
+# norm at all ("el artículo 74"). Never the norm's own name: labels must not grow with what the agent says.
+CITATION_NORMS: tuple[str, ...] = ("constitucion", "ley", "other", "none")
 
 BREAKER_CLOSED = 0
 BREAKER_OPEN = 1
@@ -119,6 +126,11 @@ ledger_write_failures_total = Counter(
 ledger_dropped_total = Counter(
     "voice_ledger_dropped", "Ledger entries given up: queue full, permanent error, or unflushed at close."
 )
+citations_total = Counter(
+    "voice_citations",
+    "Articles the agent named while speaking, checked against the sources it was given, by norm and verified.",
+    ["norm", "verified"],
+)
 
 for _kind in REQUEST_FAILURE_REASONS:
     mcp_request_errors_total.labels(kind=_kind)
@@ -126,9 +138,21 @@ for _event in CONNECTION_EVENTS:
     mcp_connection_events_total.labels(event=_event)
 for _cause in MODEL_FAILURE_CAUSES:
     model_failures_total.labels(cause=_cause)
+for _norm in CITATION_NORMS:
+    for _verified in ("true", "false"):
+        citations_total.labels(norm=_norm, verified=_verified)
 for _tool in KNOWN_TOOLS:
     for _outcome in OUTCOMES:
         mcp_tool_calls_total.labels(tool=_tool, outcome=_outcome)
+
+
+def citation_norm_label(norm: str | None) -> str:
+    """The `norm` label of a spoken citation from its norm key ("constitucion", "ley 6 de 2002", None)."""
+    if norm is None:
+        return "none"
+    if norm == "constitucion":
+        return "constitucion"
+    return "ley" if norm.startswith("ley ") else "other"
 
 
 def scrape_registry() -> CollectorRegistry:

@@ -6,14 +6,18 @@ import asyncio
 import inspect
 import json
 import logging
+from collections.abc import AsyncGenerator, AsyncIterable
 from typing import Any
 
-from livekit.agents import Agent, AgentSession, RunContext, ToolError, ToolResult, function_tool, llm
+from livekit.agents import Agent, AgentSession, ModelSettings, RunContext, ToolError, ToolResult, function_tool, llm
+from livekit.agents.types import TimedString
+from livekit.agents.voice import SpeechHandle
 from livekit.agents.voice.room_io import TextInputEvent, TextInputOptions
 from livekit.agents.voice.room_io.types import TextInputCallback
 
 from agent.contract import INPUT_SCHEMA, TOOL_NAME
 from agent.voice.research import ResearchSession, ToolFailure
+from agent.voice.spoken import correction_instructions
 
 logger = logging.getLogger("lexvoz.assistant")
 
@@ -65,6 +69,7 @@ class LexvozAgent(Agent):
         self.research = research
         self._greet = greet
         self._background: set[asyncio.Task[None]] = set()
+        self._correction: SpeechHandle | None = None
         self.ended = False
 
     async def on_enter(self) -> None:
@@ -91,11 +96,41 @@ class LexvozAgent(Agent):
     def on_new_user_turn(self) -> None:
         """Advance the guard, and make sure no call of the superseded turn stays unanswered."""
         self.research.new_user_turn()
+        self._drop_correction()
         open_calls = [] if self.ended else self._unanswered_calls()
         if open_calls:
             task = asyncio.create_task(self._answer_dropped_calls(open_calls))
             self._background.add(task)
             task.add_done_callback(self._background.discard)
+
+    async def transcription_node(
+        self, text: AsyncIterable[str | TimedString], model_settings: ModelSettings
+    ) -> AsyncGenerator[str | TimedString, None]:
+        """The agent's words as the framework transcribes them: passed on unchanged and at once, and checked,
+        sentence by sentence, against the evidence the model was given (see agent/voice/spoken.py)."""
+        async for piece in self.research.spoken.observe(text):
+            yield piece
+        # The message ended as spoken (an interrupted one never gets here: the user took the turn).
+        unverified = self.research.spoken.take_correction()
+        if unverified and not self.ended:
+            self._ask_correction(correction_instructions(unverified))
+
+    def _ask_correction(self, instructions: str) -> None:
+        """The model named an article its sources did not hold: tell it, so its next words retract the citation
+        or search for it. `generate_reply` queues the correction after the speech being played."""
+        try:
+            self._correction = self.session.generate_reply(instructions=instructions)
+        except RuntimeError as exc:  # the session is closing: nobody is left to correct
+            logger.info("citation correction not requested: %s", exc)
+
+    def _drop_correction(self) -> None:
+        """A correction not yet spoken belongs to a turn the user has left."""
+        handle, self._correction = self._correction, None
+        if handle is not None and not handle.done():
+            try:
+                handle.interrupt()
+            except RuntimeError:  # a correction that may not be interrupted plays on
+                pass
 
     def _unanswered_calls(self) -> list[llm.FunctionCall]:
         try:

@@ -30,9 +30,10 @@ from agent.settings import Settings
 from agent.voice.assistant import LexvozAgent, make_text_input_cb
 from agent.voice.evidence import EvidencePublisher
 from agent.voice.model_link import ModelFailure, ModelLink
-from agent.voice.observers import count_tool_call
+from agent.voice.observers import count_citation, count_tool_call
 from agent.voice.research import ResearchSession, ToolEvent
 from agent.voice.speech import InterruptionNotifier
+from agent.voice.spoken import CitationEvent
 
 logger = logging.getLogger("lexvoz.conversation")
 
@@ -213,6 +214,7 @@ def build_conversation(
     gateway: McpGateway | SharedGateway | None = None,
     vad: agents_vad.VAD | None = None,
     observers: list[Callable[[ToolEvent], None]] | None = None,
+    citation_observers: list[Callable[[CitationEvent], None]] | None = None,
     greet: bool = True,
     http_session: aiohttp.ClientSession | None = None,
 ) -> Conversation:
@@ -223,6 +225,7 @@ def build_conversation(
         EvidencePublisher(room.local_participant),
         searches_per_minute=settings.searches_per_minute,
         observers=[count_tool_call, *(observers or [])],
+        citation_observers=[count_citation, *(citation_observers or [])],
     )
     model = build_realtime_model(settings, http_session=http_session)
     # Without a local VAD the Realtime model's own turn detection is the only one (no client turn detector).
@@ -261,12 +264,20 @@ async def start_conversation(
     gateway: McpGateway | SharedGateway | None = None,
     vad: agents_vad.VAD | None = None,
     observers: list[Callable[[ToolEvent], None]] | None = None,
+    citation_observers: list[Callable[[CitationEvent], None]] | None = None,
     greet: bool = True,
     http_session: aiohttp.ClientSession | None = None,
     on_end: Callable[[str], None] | None = None,
 ) -> Conversation:
     conversation = build_conversation(
-        room, settings, gateway=gateway, vad=vad, observers=observers, greet=greet, http_session=http_session
+        room,
+        settings,
+        gateway=gateway,
+        vad=vad,
+        observers=observers,
+        citation_observers=citation_observers,
+        greet=greet,
+        http_session=http_session,
     )
     await conversation.start(on_end=on_end)
     return conversation

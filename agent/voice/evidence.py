@@ -56,7 +56,26 @@ class Discarded(_Message):
     type: Literal["discarded"] = "discarded"
 
 
-ResearchMessage = Started | Completed | Failed | Discarded
+class CitationChecked(BaseModel):
+    """An article the agent named while speaking, checked against the sources delivered to it in this conversation.
+
+    Not tied to one tool call: `call_id` is the call that delivered the matching source (its card on the page),
+    None when no delivered source holds the citation. `said` is the agent's own words (a substring of what it
+    said), for the page to mark next to the transcript; `source` the matching source's citation, as on its card."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    v: Literal[1] = 1
+    type: Literal["citation_checked"] = "citation_checked"
+    turn: int
+    said: Annotated[str, Field(max_length=300)]
+    article: Annotated[str, Field(max_length=20)]
+    norm: Annotated[str, Field(max_length=200)] | None
+    verified: bool
+    source: Annotated[str, Field(max_length=1_000)] | None = None
+    call_id: str | None = None
+
+
+ResearchMessage = Started | Completed | Failed | Discarded | CitationChecked
 
 
 class _LocalParticipant(Protocol):

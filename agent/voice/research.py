@@ -21,7 +21,9 @@ from aiolimiter import AsyncLimiter
 from agent.contract import TOOL_NAME, FailureReason, Outcome, Source
 from agent.mcp.gateway import GatewayError, SearchResult
 from agent.ops.telemetry import record_error, set_outcome, span_tool_call
+from agent.voice.citations import CitationCheck
 from agent.voice.evidence import Completed, Discarded, EvidencePublisher, Failed, Started
+from agent.voice.spoken import CitationEvent, SpokenCitations
 from agent.voice.turns import CallLedger, StaleTurn, TurnCounter
 
 logger = logging.getLogger("lexvoz.research")
@@ -107,6 +109,7 @@ class ResearchSession:
         searches_per_minute: int = 20,
         max_remembered_calls: int = 256,
         observers: list[Callable[[ToolEvent], None]] | None = None,
+        citation_observers: list[Callable[[CitationEvent], None]] | None = None,
     ) -> None:
         self._searcher = searcher
         self._publisher = publisher
@@ -114,6 +117,9 @@ class ResearchSession:
         self._calls: CallLedger[ToolAnswer | ToolFailure] = CallLedger(max_remembered_calls)
         self._limiter = AsyncLimiter(searches_per_minute, 60)
         self._observers = list(observers or [])
+        # The sources the model was given in this conversation, and the check of its words against them.
+        self.citations = CitationCheck()
+        self.spoken = SpokenCitations(self.citations, publisher, self.turns, observers=citation_observers)
 
     def new_user_turn(self) -> int:
         return self.turns.advance()
@@ -184,6 +190,8 @@ class ResearchSession:
         if self.turns.current > turn:
             return await self._discard(call_id, turn, query, started)
         await self._publisher.publish(Completed.of(call_id, turn, result.duration_ms, result.sources))
+        # Only what the model is about to read counts as evidence for what it says (never a discarded call).
+        self.citations.deliver(call_id, [s.citation for s in result.sources])
         self._notify(ToolEvent(call_id, turn, query, "completed", result.duration_ms, sources=tuple(result.sources)))
         return ToolAnswer(model_output(result.sources), "completed")
 

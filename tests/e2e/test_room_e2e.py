@@ -83,7 +83,9 @@ class Participant(Person):
         return await self.wait_for(lambda: self.first_of(kind, call_id, exclude=exclude), label, within)
 
     def of_call(self, call_id: str) -> list[str]:
-        return [e.type for e in self.messages if e.call_id == call_id]
+        """The search's own messages; a spoken citation its sources verified also names the call, but is the
+        check of the agent's words, not a step of the search."""
+        return [e.type for e in self.messages if e.call_id == call_id and e.type != "citation_checked"]
 
 
 JoinRoom = Callable[[], Awaitable[Participant]]

@@ -15,6 +15,7 @@ import json
 import re
 from typing import Any
 
+from agent.voice.spoken import CORRECTION_NOTICE
 from realtime_standin.policy import FunctionCallPlan, Plan, PolicyContext, SpeakPlan, message_text
 
 TOOL_NAME = "search_panama_law"
@@ -33,6 +34,8 @@ DISCLAIMER = "Esto es orientación, no asesoría legal."
 # What a flawed model says when it answers from memory: a real-looking citation nobody returned.
 INVENTED_CITATION = "la Constitución Política de la República de Panamá, artículo 17"
 INVENTED_ARTICLE = "el artículo 99 de la misma ley"
+# What a model says when it is told a citation it spoke was not in its sources.
+RETRACTION = "Corrijo lo que dije: retiro esa cita, porque no está en las fuentes que encontré y no la pude verificar."
 LONG_FAILURE_REPLY = FAILED_REPLY + " " + " ".join(["Mientras tanto, le explico lo que suele establecerse."] * 10)
 
 _FOREIGN = re.compile(r"\b(colombia|m[eé]xico|espa[nñ]a|argentina|chile|per[uú]|costa rica|venezuela|ecuador)\b", re.I)
@@ -59,15 +62,35 @@ class Flaw(enum.StrEnum):
     SKIPS_FOLLOW_UP_SEARCH = "skips_follow_up_search"
     GREETS_ANONYMOUSLY = "greets_anonymously"
     SEARCHES_ON_GREETING = "searches_on_greeting"
+    IGNORES_CORRECTION = "ignores_correction"
+
+
+class Slip(enum.StrEnum):
+    """How the scripted model answers from the sources in a citation scenario (the premise the scenario tests:
+    the agent's own check must catch the slip and have the model correct it)."""
+
+    OUTSIDE_SOURCES = "outside_sources"
+    """Cites the sources, then an article of the same law the search did not return."""
+    WRONG_NORM = "wrong_norm"
+    """Cites a returned article number as an article of the Constitution."""
+    IN_WORDS = "in_words"
+    """Cites correctly, numbers spoken as words and the second article as "de la misma ley"."""
 
 
 class ScriptedModel:
     """A deterministic `ResponsePolicy`: the good behaviour, or the good behaviour with one flaw."""
 
-    def __init__(self, flaw: Flaw | None = None) -> None:
+    def __init__(self, flaw: Flaw | None = None, slip: Slip | None = None) -> None:
         self.flaw = flaw
+        self.slip = slip
+        self.corrections: list[str] = []
+        """Every correction instruction this model received (in `response.create`), in order."""
 
     def decide(self, ctx: PolicyContext) -> Plan:
+        instructions = str(ctx.response_params.get("instructions") or "")
+        if CORRECTION_NOTICE in instructions:
+            self.corrections.append(instructions[instructions.index(CORRECTION_NOTICE) :])
+            return SpeakPlan(FOLLOW_UP_REPLY if self.flaw is Flaw.IGNORES_CORRECTION else RETRACTION)
         items = [
             i
             for i in ctx.items
@@ -111,6 +134,8 @@ class ScriptedModel:
             if self.flaw is Flaw.RAMBLES_ON_FAILURE and body is None:
                 return LONG_FAILURE_REPLY
             return NO_SOURCES_REPLY if isinstance(body, dict) else FAILED_REPLY
+        if self.slip is not None:
+            return self._slip_answer(sources)
         if self.flaw is Flaw.UNCITED_ANSWER:
             reply = " ".join(_first_sentence(str(s.get("excerpt", ""))) + "." for s in sources)
         else:
@@ -124,6 +149,21 @@ class ScriptedModel:
                 if match:
                     reply += f" Además, {match.group(1)}."
         return f"{reply} {DISCLAIMER}"
+
+    def _slip_answer(self, sources: list[dict[str, Any]]) -> str:
+        first = _first_sentence(str(sources[0].get("excerpt", "")))
+        citation = str(sources[0].get("citation"))
+        if self.slip is Slip.IN_WORDS:
+            second = _first_sentence(str(sources[-1].get("excerpt", ""))).lower()
+            return (
+                "Según el artículo setenta y cuatro de la Ley ciento veinte de dos mil treinta y cuatro, "
+                f"{first.lower()}. Y el artículo setenta y cinco de la misma ley dice que {second}. {DISCLAIMER}"
+            )
+        if self.slip is Slip.WRONG_NORM:
+            article = citation.rpartition("artículo ")[2]
+            return f"Según el artículo {article} de la Constitución Política, {first.lower()}. {DISCLAIMER}"
+        norm = citation.rpartition(",")[0]
+        return f"Según {citation}: {first}. Además, el artículo 99 de la {norm} lo confirma. {DISCLAIMER}"
 
 
 def _question_of(text: str) -> str:

@@ -196,3 +196,52 @@ def presents_lexvoz(text: str) -> list[Violation]:
 
 def _source_text(source: dict[str, Any]) -> str:
     return " ".join(str(source.get(k, "")) for k in ("title", "citation", "excerpt"))
+
+
+# -- the citation check at run time ---------------------------------------------------------------------
+
+_RETRACTS = re.compile(r"\b(?:retir[oa]|corrij[oa]|rectific\w*|no (?:la |lo )?pude verificar)\b")
+
+
+def citations_checked_as(checked: Sequence[dict[str, Any]], expected: dict[str, bool]) -> list[Violation]:
+    """The agent's own check (its `citation_checked` messages) judged each spoken article as `expected`
+    (article -> verified), and found no other citation."""
+    verdicts = {str(m["article"]): bool(m["verified"]) for m in checked}
+    out: list[Violation] = []
+    for article, verified in expected.items():
+        if article not in verdicts:
+            out.append(Violation("citation_missed", f"artículo {article} was said but never checked"))
+        elif verdicts[article] is not verified:
+            state = "verified" if verdicts[article] else "not verified"
+            out.append(Violation("citation_misjudged", f"artículo {article} checked as {state}"))
+    out += [Violation("citation_unexpected", f"artículo {a}") for a in sorted(set(verdicts) - set(expected))]
+    out += [
+        Violation("citation_unlinked", f"artículo {m['article']} verified without its source")
+        for m in checked
+        if m["verified"] and not (m.get("source") and m.get("call_id"))
+    ]
+    return out
+
+
+def corrected(result: RunResult[Any], corrections: Sequence[str], unverified: Iterable[str]) -> list[Violation]:
+    """The model was told (once) which cited articles the evidence did not hold, and its next words retract the
+    citation or search for it."""
+    missing = sorted(unverified)
+    if not corrections:
+        return [Violation("not_corrected", "the model was never told that a citation was not in the evidence")]
+    out = [Violation("corrected_twice", f"{len(corrections)} corrections in one turn")] if len(corrections) > 1 else []
+    named = normalise(corrections[0])
+    out += [Violation("correction_unnamed", f"artículo {a}") for a in missing if f"articulo {a}" not in named]
+    said = [i for i, e in enumerate(result.events) if isinstance(e, ChatMessageEvent) and e.item.role == "assistant"]
+    later = result.events[said[0] + 1 :] if said else []
+    if any(isinstance(e, FunctionCallEvent) and e.item.name == TOOL_NAME for e in later):
+        return out  # it searched for the citation
+    replies = [e.item.text_content or "" for e in later if isinstance(e, ChatMessageEvent)]
+    if not any(_RETRACTS.search(normalise(r)) for r in replies):
+        out.append(Violation("not_retracted", f"the model's next words were {' '.join(replies)!r}"))
+    return out
+
+
+def not_corrected(corrections: Sequence[str]) -> list[Violation]:
+    n = len(corrections)
+    return [Violation("corrected_needlessly", f"{n} correction(s) where every citation was verified")] if n else []

@@ -59,3 +59,19 @@ DRIVING_SOURCES: list[dict[str, Any]] = [
         "excerpt": "La licencia de conducir se renueva presentando la cédula y un certificado médico vigente.",
     }
 ]
+
+# The citation check's scenarios: a question whose sources are two articles of one law, answered in the
+# model's words (numbers spoken as words, "la misma ley") or with a citation the sources do not hold.
+LEAVE_QUESTION = "¿Qué dice la ley panameña sobre los días de vacaciones de un trabajador?"
+LEAVE_SOURCES: list[dict[str, Any]] = [
+    {
+        "title": "Ley 120 de 2034, de jornada y descanso",
+        "citation": "Ley 120 de 2034, artículo 74",
+        "excerpt": "Todo trabajador tiene derecho a treinta días de vacaciones pagadas por cada once meses de trabajo.",
+    },
+    {
+        "title": "Ley 120 de 2034, de jornada y descanso",
+        "citation": "Ley 120 de 2034, artículo 75",
+        "excerpt": "Las vacaciones se pagan por adelantado, antes de que el trabajador empiece a disfrutarlas.",
+    },
+]

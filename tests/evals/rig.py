@@ -47,6 +47,9 @@ class EvalRig:
     agent: LexvozAgent
     session: AgentSession[Any]
     turn_timeout_s: float
+    room: RecordingParticipant
+    """What the agent published to the room (research messages, `citation_checked` among them)."""
+    model: Settings | ResponsePolicy
     greeting: RunResult[Any] | None = None
     turns: list[RunResult[Any]] = field(default_factory=list)
 
@@ -55,8 +58,13 @@ class EvalRig:
         self.agent.on_new_user_turn()
         async with asyncio.timeout(self.turn_timeout_s):
             result = await self.session.run(user_input=text)
+            await self.agent.research.spoken.drain()
         self.turns.append(result)
         return result
+
+    def research_messages(self, kind: str) -> list[dict[str, Any]]:
+        """The research messages of one type the room received, in order."""
+        return [m for m in self.room.messages if m.get("type") == kind]
 
     async def open_breaker(self) -> None:
         """Make the search service fail until the gateway's breaker opens, as repeated outages would."""
@@ -97,10 +105,11 @@ async def conversation(
             )
         )
         stack.push_async_callback(gateway.aclose)
-        agent = LexvozAgent(ResearchSession(gateway, EvidencePublisher(RecordingParticipant())), greet=greet)
+        room = RecordingParticipant()
+        agent = LexvozAgent(ResearchSession(gateway, EvidencePublisher(room)), greet=greet)
         session: AgentSession[Any] = AgentSession(llm=build_realtime_model(settings, http_session=http))
         stack.push_async_callback(session.aclose)
-        rig = EvalRig(search, gateway, agent, session, timeout)
+        rig = EvalRig(search, gateway, agent, session, timeout, room, model)
         async with asyncio.timeout(timeout):
             if greet:
                 rig.greeting = await (await session.start(agent, capture_run=True))

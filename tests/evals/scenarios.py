@@ -14,7 +14,7 @@ from typing import Any
 from livekit.agents.voice.run_result import RunResult
 
 from tests.evals import checks, material
-from tests.evals.behaviours import Flaw
+from tests.evals.behaviours import Flaw, ScriptedModel, Slip
 from tests.evals.checks import Violation
 from tests.evals.rig import EvalRig
 
@@ -29,6 +29,8 @@ class Scenario:
     intent: str | None = None
     greet: bool = False
     mcp_timeout_s: float = 5.0
+    slip: Slip | None = None
+    """Offline only: how the scripted model answers from the sources (a citation scenario's premise)."""
 
     def judged(self, rig: EvalRig) -> RunResult[Any]:
         """The turn whose last answer the judge reads."""
@@ -168,6 +170,33 @@ def _check_greeting(rig: EvalRig) -> list[Violation]:
     return checks.no_search(rig.greeting) + checks.presents_lexvoz(text) + checks.cites_nothing(text)
 
 
+# 9 -----------------------------------------------------------------------------------------------------
+async def _play_citation(rig: EvalRig) -> None:
+    rig.search.behaviour.results = material.LEAVE_SOURCES
+    await rig.ask(material.LEAVE_QUESTION)
+
+
+def _corrections(rig: EvalRig) -> list[str]:
+    return rig.model.corrections if isinstance(rig.model, ScriptedModel) else []
+
+
+def _check_citation(expected: dict[str, bool]) -> Callable[[EvalRig], list[Violation]]:
+    """The agent's check judged each spoken article as `expected`; the model was corrected exactly when one
+    was not verified."""
+
+    def check(rig: EvalRig) -> list[Violation]:
+        result = rig.turns[-1]
+        turn = rig.agent.research.turns.current
+        checked = [m for m in rig.research_messages("citation_checked") if m["turn"] == turn]
+        unverified = [a for a, ok in expected.items() if not ok]
+        found = checks.searched_first(result) + checks.citations_checked_as(checked, expected)
+        if unverified:
+            return found + checks.corrected(result, _corrections(rig), unverified)
+        return found + checks.not_corrected(_corrections(rig))
+
+    return check
+
+
 SCENARIOS: list[Scenario] = [
     Scenario(
         "1-panama-question",
@@ -261,5 +290,28 @@ SCENARIOS: list[Scenario] = [
         intent="Introduces itself as Lexvoz, a research assistant on Panamanian law, and says its answers "
         "are guidance, not legal advice.",
         greet=True,
+    ),
+    Scenario(
+        "9-citation-outside-sources",
+        "the model cites an article the search did not return: flagged, and the model retracts it",
+        _play_citation,
+        _check_citation({"74": True, "99": False}),
+        {Flaw.IGNORES_CORRECTION: "not_retracted"},
+        slip=Slip.OUTSIDE_SOURCES,
+    ),
+    Scenario(
+        "9-citation-wrong-norm",
+        "the model cites a returned article number as the Constitution's: flagged, and the model retracts it",
+        _play_citation,
+        _check_citation({"74": False}),
+        {Flaw.IGNORES_CORRECTION: "not_retracted"},
+        slip=Slip.WRONG_NORM,
+    ),
+    Scenario(
+        "9-citation-in-words",
+        "the model cites the returned articles in words: both verified, no correction",
+        _play_citation,
+        _check_citation({"74": True, "75": True}),
+        slip=Slip.IN_WORDS,
     ),
 ]

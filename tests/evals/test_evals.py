@@ -39,7 +39,9 @@ def _behaviours() -> Iterator[Any]:
 
 
 async def _play(scenario: Scenario, flaw: Flaw | None) -> tuple[EvalRig, list[str]]:
-    model = LIVE if LIVE is not None else ScriptedModel(flaw)
+    if LIVE is not None and scenario.slip is not None:
+        pytest.skip("a citation slip is scripted: the real model cannot be made to slip on cue")
+    model = LIVE if LIVE is not None else ScriptedModel(flaw, slip=scenario.slip)
     async with conversation(model, greet=scenario.greet, mcp_timeout_s=scenario.mcp_timeout_s) as rig:
         await scenario.play(rig)
         violations = list(dict.fromkeys(str(v) for v in scenario.check(rig)))

@@ -2,7 +2,8 @@
  * App's microphone handling, end to end through its own Start/Stop logic:
  *  - a permission prompt answered after Stop releases the track and does not revive the session;
  *  - a refused permission shows a Spanish notice (data-testid mic-error) and typed questions still work;
- * and, through the same fake room, what the research panel shows when the agent leaves mid-search.
+ * and, through the same fake room, what the research panel shows when the agent leaves mid-search, and where the
+ * worker's citation checks show, in the transcript and the panel.
  *
  * Mocked at the module boundaries only: `acquireMicrophone` (so the prompt can be held open), `fetch`
  * (the token service), livekit-client's `Room` (no network) and @livekit/components-react (LiveKitRoom
@@ -39,6 +40,7 @@ const h = vi.hoisted(() => ({
   rooms: [] as FakeRoom[],
   liveKitRoomRenders: [] as LiveKitRoomProps[],
   send: vi.fn(async (_text: string) => undefined),
+  transcriptions: [] as unknown[],
   realAcquireMicrophone: null as unknown as () => Promise<unknown>,
 }));
 
@@ -86,6 +88,7 @@ vi.mock('@livekit/components-react', async () => {
   return livekitComponentsDouble(h.liveKitRoomRenders, {
     useVoiceAssistant: () => ({ state: 'listening', agent: undefined, audioTrack: undefined, agentAttributes: {} }),
     useChat: () => ({ send: h.send, chatMessages: [], isSending: false }),
+    useTranscriptions: () => h.transcriptions,
   });
 });
 
@@ -129,6 +132,7 @@ beforeEach(() => {
   h.rooms.length = 0;
   h.liveKitRoomRenders.length = 0;
   h.send.mockClear();
+  h.transcriptions = [];
   vi.mocked(acquireMicrophone).mockReset();
   vi.mocked(acquireMicrophone).mockImplementation(h.realAcquireMicrophone as typeof acquireMicrophone);
   fetchMock = vi.fn(async () => sessionResponse());
@@ -393,5 +397,72 @@ describe('App: the agent leaves while a search runs', () => {
     fireEvent.click(screen.getByTestId('stop-button'));
     expect(screen.getByTestId('research-interrupted').textContent).toContain('la sesión terminó');
     expect(screen.getByTestId('research-query').textContent).toBe('Búsqueda: derecho a huelga');
+  });
+});
+
+describe('App: citation checks from the agent', () => {
+  const agent = { identity: 'agente', kind: ParticipantKind.AGENT };
+  const source = { title: 'Constitución', citation: 'Constitución Política, artículo 74', excerpt: 'Todos…' };
+  const check = {
+    v: 1,
+    type: 'citation_checked',
+    turn: 1,
+    said: 'articulo 74 de la constitucion',
+    article: '74',
+    norm: 'constitucion',
+    verified: true,
+    source: source.citation,
+    call_id: 'c1',
+  };
+
+  async function sessionWithAnswer(): Promise<FakeRoom> {
+    h.transcriptions = [
+      {
+        text: 'El artículo 74 de la Constitución lo dice; el artículo 99 de la Constitución también.',
+        participantInfo: { identity: 'agente' },
+        streamInfo: { id: 'ans', timestamp: 2, attributes: { 'lk.transcription_final': 'false' } },
+      },
+    ];
+    vi.mocked(acquireMicrophone).mockResolvedValue({ ok: true, track: fakeTrack() });
+    render(<App />);
+    fireEvent.click(screen.getByTestId('start-button'));
+    await settle();
+    const room = h.rooms[0]!;
+    await act(async () => room.simulateConnected());
+    await settle();
+    const completed = { v: 1, type: 'completed', call_id: 'c1', turn: 1, tool_duration_ms: 5, sources: [source] };
+    await act(async () => room.emit(RoomEvent.DataReceived, new TextEncoder().encode(JSON.stringify(completed)), agent, 0, 'lexvoz.research'));
+    return room;
+  }
+
+  const send = (room: FakeRoom, message: object, from: object = agent) =>
+    act(async () =>
+      room.emit(RoomEvent.DataReceived, new TextEncoder().encode(JSON.stringify(message)), from, 0, 'lexvoz.research'),
+    );
+
+  it('links a verified citation from the transcript to its card, which says it was cited', async () => {
+    const room = await sessionWithAnswer();
+    await send(room, check);
+    const card = screen.getByTestId('source-card');
+    const link = screen.getByTestId('citation-link');
+    expect(link.getAttribute('href')).toBe(`#${card.id}`);
+    expect(link.textContent).toBe('artículo 74 de la Constitución (ver la fuente)');
+    expect(card.classList.contains('is-cited-now')).toBe(true);
+    expect(screen.getByTestId('source-cited').textContent).toBe('Citado en la respuesta');
+  });
+
+  it('marks an unverified citation in the transcript and says so in the research panel', async () => {
+    const room = await sessionWithAnswer();
+    const invented = { ...check, said: 'articulo 99 de la constitucion', article: '99', verified: false, source: null, call_id: null };
+    await send(room, invented, { identity: 'otra', kind: ParticipantKind.STANDARD }); // only the agent's word counts
+    expect(screen.queryByTestId('citation-unverified')).toBeNull();
+    await send(room, invented);
+    expect(screen.getByTestId('citation-unverified').textContent).toBe(
+      '⚠ (artículo 99 de la Constitución: no verificado en las fuentes)',
+    );
+    expect(screen.getByTestId('citation-warning').textContent).toContain(
+      'La respuesta citó un artículo que no estaba en las fuentes: artículo 99 de la Constitución.',
+    );
+    expect(screen.queryByTestId('source-cited')).toBeNull();
   });
 });

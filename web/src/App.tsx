@@ -16,7 +16,9 @@ import {
   type RemoteParticipant,
   type TextStreamReader,
 } from 'livekit-client';
-import { useCallback, useEffect, useReducer, useRef, useState } from 'react';
+import { useCallback, useEffect, useMemo, useReducer, useRef, useState } from 'react';
+
+import type { CitationView } from './citations';
 
 import { Conversation } from './Conversation';
 import { watchModelFailure } from './failures';
@@ -24,10 +26,12 @@ import type { AgentMode } from './labels';
 import { usePrefersReducedMotion } from './motion';
 import { useNewSources } from './newSources';
 import {
+  citedSource,
   initialResearchState,
   MAX_MESSAGE_CHARS,
   RESEARCH_TOPIC,
   researchReducer,
+  sourceCardId,
   type ResearchAction,
 } from './research';
 import { PrivacyNotice } from './PrivacyNotice';
@@ -132,6 +136,16 @@ export function App() {
     list.scrollIntoView({ block: 'start', behavior: reducedMotion ? 'auto' : 'smooth' });
     list.querySelector<HTMLElement>('.research-query')?.focus({ preventScroll: true });
   }, [reducedMotion]);
+
+  // The citation checks, each verified one with the card it links to from the transcript.
+  const citations = useMemo<CitationView[]>(
+    () =>
+      (research.citations ?? []).map((c) => {
+        const card = citedSource(research.entries, c);
+        return card ? { ...c, cardId: sourceCardId(card.callId, card.index) } : c;
+      }),
+    [research],
+  );
 
   const endSession = useCallback((room: Room | undefined) => {
     generation.current += 1;
@@ -311,6 +325,7 @@ export function App() {
               reducedMotion={reducedMotion}
               newSources={newSources}
               onShowNewSources={showNewSources}
+              citations={citations}
             />
           </LiveKitRoom>
         ) : (
@@ -324,7 +339,7 @@ export function App() {
             />
           </div>
         )}
-        <ResearchPanel state={research} listRef={researchList} />
+        <ResearchPanel state={research} listRef={researchList} reducedMotion={reducedMotion} />
       </main>
     </div>
   );

@@ -7,6 +7,7 @@ import { useEffect, useRef, useState, type FormEvent } from 'react';
 
 import { type AgentWait } from './agentRequest';
 import { AgentWaitNotice } from './AgentWaitNotice';
+import { linePieces, unverifiedMark, type LineCitation } from './citations';
 import { agentStateLabel } from './labels';
 import { NewSourcesNotice } from './ResearchPanel';
 import { type TranscriptLine } from './transcript';
@@ -28,6 +29,70 @@ export interface ConversationProps {
   newSources?: number;
   /** Bring the newest search into view (the notice's button). */
   onShowNewSources?: () => void;
+  /** The citation checks each line shows, by line id (citations.ts `placeCitations`). */
+  citations?: ReadonlyMap<string, readonly LineCitation[]>;
+  /** The person asked for less motion: a citation's link jumps to its card instead of scrolling there. */
+  reducedMotion?: boolean;
+}
+
+/** Bring a cited source's card into view and move the focus there, so a keyboard lands on it too. */
+function showCard(cardId: string, reducedMotion: boolean) {
+  const card = document.getElementById(cardId);
+  if (!card) return;
+  card.scrollIntoView?.({ block: 'center', behavior: reducedMotion ? 'auto' : 'smooth' });
+  card.focus({ preventScroll: true });
+}
+
+/**
+ * A line's words with its citation checks. Everything here is React text: the words and the article come from
+ * the worker and the model, so markup in them shows as characters. A verified citation's words link to its
+ * card; an unverified one's are underlined and followed by a mark in words, which a screen reader reads with
+ * them (and as their description), so neither depends on colour.
+ */
+function LineText({
+  text,
+  citations,
+  reducedMotion,
+}: {
+  text: string;
+  citations: readonly LineCitation[] | undefined;
+  reducedMotion: boolean;
+}) {
+  if (!citations || citations.length === 0) return <span className="line-text">{text}</span>;
+  return (
+    <span className="line-text">
+      {linePieces(text, citations).map((piece, i) => {
+        const { citation } = piece;
+        if (!citation) return <span key={i}>{piece.text}</span>;
+        if (citation.verified && citation.cardId) {
+          const cardId = citation.cardId;
+          const onClick = (event: React.MouseEvent) => {
+            event.preventDefault();
+            showCard(cardId, reducedMotion);
+          };
+          return (
+            <a key={citation.key} className="citation-link" data-testid="citation-link" href={`#${cardId}`} onClick={onClick}>
+              {piece.text || `(${citation.label})`}
+              <span className="visually-hidden"> (ver la fuente)</span>
+            </a>
+          );
+        }
+        const markId = `${citation.key}-mark`;
+        return (
+          <span key={citation.key}>
+            {piece.text && (
+              <span className="citation-unverified-words" aria-describedby={markId}>
+                {piece.text}
+              </span>
+            )}{' '}
+            <span id={markId} className="citation-unverified" data-testid="citation-unverified">
+              <span aria-hidden="true">⚠ </span>({unverifiedMark(citation.label)})
+            </span>
+          </span>
+        );
+      })}
+    </span>
+  );
 }
 
 /** The conversation column; rendered without a room too, so the layout does not jump on Start. */
@@ -42,6 +107,8 @@ export function Conversation({
   visualizer,
   newSources = 0,
   onShowNewSources,
+  citations,
+  reducedMotion = false,
 }: ConversationProps) {
   const [draft, setDraft] = useState('');
   const [sendError, setSendError] = useState<string | null>(null);
@@ -51,7 +118,7 @@ export function Conversation({
   useEffect(() => {
     const el = transcriptRef.current;
     if (el) el.scrollTop = el.scrollHeight;
-  }, [lines, showNotice]);
+  }, [lines, showNotice, citations]);
 
   const submit = async (event: FormEvent) => {
     event.preventDefault();
@@ -116,7 +183,7 @@ export function Conversation({
               >
                 <span className="speaker">{line.speaker === 'user' ? 'Usted' : 'Lexvoz'}</span>
                 {line.typed && <span className="typed-tag"> (escrito)</span>}
-                <span className="line-text">{line.text}</span>
+                <LineText text={line.text} citations={citations?.get(line.id)} reducedMotion={reducedMotion} />
                 {line.interrupted && (
                   <span className="interrupted-tag" data-testid="line-interrupted">
                     {' '}

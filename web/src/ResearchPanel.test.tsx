@@ -1,9 +1,9 @@
-import { cleanup, fireEvent, render, screen, within } from '@testing-library/react';
+import { act, cleanup, fireEvent, render, screen, within } from '@testing-library/react';
 import { ParticipantKind } from 'livekit-client';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 
 import { initialResearchState, researchReducer, type ResearchState } from './research';
-import { formatDate, NewSourcesNotice, pathLine, ResearchPanel } from './ResearchPanel';
+import { CITED_HIGHLIGHT_MS, formatDate, NewSourcesNotice, pathLine, ResearchPanel } from './ResearchPanel';
 
 afterEach(cleanup);
 
@@ -202,5 +202,87 @@ describe('NewSourcesNotice', () => {
   it('is not there when nothing is new', () => {
     render(<NewSourcesNotice count={0} onShow={() => undefined} />);
     expect(screen.queryByTestId('new-sources')).toBeNull();
+  });
+});
+
+describe('ResearchPanel: what the agent cited', () => {
+  const cards = [
+    { title: 'Constitución', citation: 'Constitución Política, artículo 74', excerpt: 'x' },
+    { title: 'Constitución', citation: 'Constitución Política, artículo 75', excerpt: 'y' },
+  ];
+  const check = (over: Record<string, unknown>) => ({
+    v: 1,
+    type: 'citation_checked',
+    turn: 1,
+    said: 'articulo 74 de la constitucion',
+    article: '74',
+    norm: 'constitucion',
+    verified: true,
+    source: 'Constitución Política, artículo 74',
+    call_id: 'a',
+    ...over,
+  });
+  const invented = check({ said: 'articulo 99', article: '99', verified: false, source: null, call_id: null });
+
+  afterEach(() => vi.useRealTimers());
+
+  it('says when the answer cited an article that was not among the sources', () => {
+    render(<ResearchPanel state={stateFrom(completed(cards), invented, { ...invented, said: 'el articulo 99' })} />);
+    const warnings = screen.getAllByTestId('citation-warning');
+    expect(warnings).toHaveLength(1); // the same article of the same turn, said twice, is named once
+    expect(warnings[0]!.textContent).toBe(
+      '⚠ La respuesta citó un artículo que no estaba en las fuentes: artículo 99 de la Constitución.',
+    );
+    expect(screen.queryByTestId('source-cited')).toBeNull();
+  });
+
+  it('shows a worker-sent citation norm as text, never as markup', () => {
+    const { container } = render(<ResearchPanel state={stateFrom({ ...invented, norm: XSS })} />);
+    expect(container.querySelector('img')).toBeNull();
+    expect(screen.getByTestId('citation-warning').textContent).toContain(`artículo 99 de ${XSS}.`);
+  });
+
+  it('gives the cited card its link target and says in words that the answer cited it', () => {
+    render(<ResearchPanel state={stateFrom(completed(cards), check({}))} />);
+    const [cited, other] = screen.getAllByTestId('source-card');
+    expect(cited!.id).toBe('fuente-a-0');
+    expect(cited!.tabIndex).toBe(-1);
+    expect(within(cited!).getByTestId('source-cited').textContent).toBe('Citado en la respuesta');
+    expect(within(other!).queryByTestId('source-cited')).toBeNull();
+    expect(screen.queryByTestId('citation-warnings')).toBeNull();
+  });
+
+  it('highlights the cited card when the citation arrives, for a short while', () => {
+    vi.useFakeTimers();
+    const before = stateFrom(completed(cards));
+    const { rerender } = render(<ResearchPanel state={before} />);
+    rerender(<ResearchPanel state={stateFrom(completed(cards), check({}))} />);
+    const [cited, other] = screen.getAllByTestId('source-card');
+    expect(cited!.classList.contains('is-cited-now')).toBe(true);
+    expect(cited!.classList.contains('is-animated')).toBe(true);
+    expect(other!.classList.contains('is-cited-now')).toBe(false);
+    act(() => vi.advanceTimersByTime(CITED_HIGHLIGHT_MS - 1));
+    expect(cited!.classList.contains('is-cited-now')).toBe(true);
+    act(() => vi.advanceTimersByTime(1));
+    expect(cited!.classList.contains('is-cited-now')).toBe(false);
+    expect(within(cited!).getByTestId('source-cited')).toBeTruthy(); // the words stay
+  });
+
+  it('highlights a cited card without animation under reduced motion', () => {
+    const { rerender } = render(<ResearchPanel state={stateFrom(completed(cards))} reducedMotion />);
+    rerender(<ResearchPanel state={stateFrom(completed(cards), check({}))} reducedMotion />);
+    const [cited] = screen.getAllByTestId('source-card');
+    expect(cited!.classList.contains('is-cited-now')).toBe(true);
+    expect(cited!.classList.contains('is-animated')).toBe(false);
+  });
+
+  it('does not highlight for citations already there, nor for a verified citation whose card is gone', () => {
+    render(<ResearchPanel state={stateFrom(completed(cards), check({}))} />);
+    expect(document.querySelector('.is-cited-now')).toBeNull();
+    cleanup();
+    const { rerender } = render(<ResearchPanel state={stateFrom(completed(cards))} />);
+    rerender(<ResearchPanel state={stateFrom(completed(cards), check({ source: 'Ley 9 de 2001, artículo 1' }))} />);
+    expect(document.querySelector('.is-cited-now')).toBeNull();
+    expect(screen.queryByTestId('source-cited')).toBeNull();
   });
 });

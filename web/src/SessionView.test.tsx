@@ -7,6 +7,7 @@ import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 
 import { ParticipantKind, RoomEvent } from 'livekit-client';
 
+import type { CitationView } from './citations';
 import { SessionView } from './SessionView';
 import { SPEECH_TOPIC } from './speech';
 
@@ -154,5 +155,72 @@ describe('SessionView: mode and motion', () => {
     expect(screen.queryByTestId('bars')).not.toBeNull();
     rerender(view({ reducedMotion: true }));
     expect(screen.queryByTestId('bars')).toBeNull();
+  });
+});
+
+describe('SessionView: citation checks in the transcript', () => {
+  /** A person's line as useTranscriptions hands it over. */
+  function userLine(id: string, text: string, timestamp: number) {
+    return {
+      text,
+      participantInfo: { identity: 'usuario' },
+      streamInfo: { id, timestamp, attributes: { 'lk.transcription_final': 'true' } },
+    };
+  }
+  const check = (over: Partial<CitationView>): CitationView => ({
+    seq: 1,
+    turn: 1,
+    said: 'articulo 75 de la constitucion',
+    article: '75',
+    norm: 'constitucion',
+    verified: false,
+    source: null,
+    callId: null,
+    ...over,
+  });
+
+  it("marks an unverified citation next to its words in the reply it arrived during, and keeps it there", () => {
+    h.state = 'speaking';
+    h.transcriptions = [
+      agentLine('old', 'Antes hablé del artículo 75 de la Constitución.', 1, 'true'),
+      userLine('q', '¿Y ahora?', 2),
+      agentLine('ans', 'Según el Artículo 75 de la Constitución, sí.', 3),
+    ];
+    const first = [check({})];
+    const { rerender } = render(view({ citations: first }));
+    const mark = screen.getByTestId('citation-unverified');
+    expect(mark.closest('li')?.textContent).toBe(
+      'LexvozSegún el Artículo 75 de la Constitución ⚠ (artículo 75 de la Constitución: no verificado en las fuentes), sí.',
+    );
+
+    // The person asks again and the agent answers: the mark stays on the reply of its turn.
+    h.state = 'listening';
+    h.transcriptions = [...h.transcriptions, userLine('q2', 'Gracias', 4), agentLine('next', 'El artículo 75 de la Constitución…', 5)];
+    rerender(view({ citations: [...first] }));
+    const marks = screen.getAllByTestId('citation-unverified');
+    expect(marks).toHaveLength(1);
+    expect(marks[0]!.closest('li')?.textContent).toContain('Según el Artículo 75');
+  });
+
+  it("marks a citation whose words it cannot find at the end of the agent's latest line", () => {
+    h.state = 'speaking';
+    h.transcriptions = [userLine('q', '¿Qué dice?', 1), agentLine('ans', 'Lo dice el setenta y cinco.', 2)];
+    render(view({ citations: [check({})] }));
+    expect(screen.getByTestId('citation-unverified').closest('li')?.textContent).toBe(
+      'LexvozLo dice el setenta y cinco. ⚠ (artículo 75 de la Constitución: no verificado en las fuentes)',
+    );
+  });
+
+  it('links the words of a verified citation to its card, and links nothing without a card', () => {
+    h.state = 'speaking';
+    h.transcriptions = [userLine('q', '¿Qué dice?', 1), agentLine('ans', 'Según el artículo 75 de la Constitución, sí.', 2)];
+    const verified = check({ verified: true, source: 'Constitución, artículo 75', callId: 'c1' });
+    const { rerender } = render(view({ citations: [verified] }));
+    expect(screen.queryByTestId('citation-link')).toBeNull();
+    expect(screen.queryByTestId('citation-unverified')).toBeNull();
+    rerender(view({ citations: [{ ...verified, cardId: 'fuente-c1-0' }] }));
+    const link = screen.getByTestId('citation-link');
+    expect(link.getAttribute('href')).toBe('#fuente-c1-0');
+    expect(link.textContent).toBe('artículo 75 de la Constitución (ver la fuente)');
   });
 });

@@ -17,6 +17,7 @@ import { ConnectionState, RoomEvent, type RemoteParticipant } from 'livekit-clie
 import { useCallback, useEffect, useMemo, useRef, useState } from 'react';
 
 import { useAgentRequest } from './agentRequest';
+import { anchorTurn, placeCitations, type CitationView } from './citations';
 import { Conversation } from './Conversation';
 import { withModelLink } from './failures';
 import { agentMode, displayAgentState, END_REASON_ATTRIBUTE, endReasonMessage, MODE_ATTRIBUTE, type AgentMode } from './labels';
@@ -29,12 +30,16 @@ import {
   type TranscriptLine,
 } from './transcript';
 
+const NO_CITATIONS: readonly CitationView[] = [];
+
 /**
  * Everything that needs the room context: agent state, audio, transcript and chat. `connected`: this
  * session's room has reached "connected" (LiveKitRoom's onConnected fired for it). `token`: the session's
  * join token, which also proves to the service that we are in the room when we ask it for an agent.
  * `onMode`: told the mode the agent announces (rehearsal or live), so the page can word its privacy notice.
  * `reducedMotion`: the person asked for less motion; the audio visualiser is left out.
+ * `citations`: the worker's checks of the articles the agent named, with the cards verified ones link to; the
+ * transcript marks them next to the words (citations.ts).
  */
 export function SessionView({
   connected,
@@ -43,6 +48,7 @@ export function SessionView({
   reducedMotion = false,
   newSources = 0,
   onShowNewSources,
+  citations = NO_CITATIONS,
 }: {
   connected: boolean;
   token: string;
@@ -51,6 +57,7 @@ export function SessionView({
   /** Sources that arrived while the research panel was out of sight, and how to bring it into view. */
   newSources?: number;
   onShowNewSources?: () => void;
+  citations?: readonly CitationView[];
 }) {
   const { state: rawState, agent, audioTrack, agentAttributes } = useVoiceAssistant();
   const mode = agentMode(agentAttributes?.[MODE_ATTRIBUTE]);
@@ -126,6 +133,18 @@ export function SessionView({
     };
   }, [room]);
 
+  // Each turn's citations are tied to the agent's lines on screen when its first check arrives (citations.ts).
+  const [anchors, setAnchors] = useState<ReadonlyMap<number, number>>(() => new Map());
+  useEffect(() => {
+    const untied = citations.filter((c) => !anchors.has(c.turn));
+    if (untied.length === 0) return;
+    const next = new Map(anchors);
+    const now = currentLines.current();
+    for (const c of untied) if (!next.has(c.turn)) next.set(c.turn, anchorTurn(now, c.turn, next));
+    setAnchors(next);
+  }, [citations, anchors]);
+  const placed = useMemo(() => placeCitations(lines, citations, anchors), [lines, citations, anchors]);
+
   // Only sends: whether the question cut the agent off is the worker's to say (a `lexvoz.speech` message).
   const onSend = useCallback(
     async (text: string) => {
@@ -148,6 +167,8 @@ export function SessionView({
         sending={isSending}
         newSources={newSources}
         onShowNewSources={onShowNewSources}
+        citations={placed}
+        reducedMotion={reducedMotion}
         visualizer={
           reducedMotion ? undefined : (
             <BarVisualizer state={state} track={audioTrack} barCount={7} className="visualizer" />

@@ -3,6 +3,7 @@ import { describe, expect, it } from 'vitest';
 
 import {
   applyResearchMessage,
+  citedSource,
   failureText,
   FAILURE_REASONS,
   FAILURE_TEXT,
@@ -12,10 +13,12 @@ import {
   isAgentSender,
   researchAnnouncement,
   type ResearchEntry,
+  MAX_CITATIONS,
   MAX_ENTRIES,
   parseResearchMessage,
   researchReducer,
   safeHttpUrl,
+  sourceCardId,
   type ResearchState,
 } from './research';
 
@@ -288,5 +291,110 @@ describe('texts', () => {
   it('formats the tool time', () => {
     expect(formatDuration(123.4)).toBe('123 ms');
     expect(formatDuration(12_345)).toBe('12,3 s');
+  });
+});
+
+describe('citation_checked messages', () => {
+  const unverified = {
+    v: 1,
+    type: 'citation_checked',
+    turn: 4,
+    said: 'articulo 75 de la constitucion',
+    article: '75',
+    norm: 'constitucion',
+    verified: false,
+    source: null,
+    call_id: null,
+  };
+  const verified = {
+    ...unverified,
+    said: 'articulo 12',
+    article: '12',
+    norm: null,
+    verified: true,
+    source: 'Artículo 12',
+    call_id: 'c1',
+  };
+
+  it('parses a citation check, verified or not, with every field', () => {
+    expect(parseResearchMessage(JSON.stringify(unverified))).toEqual({
+      type: 'citation_checked',
+      callId: null,
+      turn: 4,
+      said: 'articulo 75 de la constitucion',
+      article: '75',
+      norm: 'constitucion',
+      verified: false,
+      source: null,
+    });
+    expect(parseResearchMessage(JSON.stringify(verified))).toMatchObject({
+      callId: 'c1',
+      verified: true,
+      source: 'Artículo 12',
+      norm: null,
+    });
+    // source and call_id default to null on the worker's side; the page reads them absent the same way.
+    const { source: _s, call_id: _c, ...bare } = unverified;
+    expect(parseResearchMessage(JSON.stringify(bare))).toMatchObject({ source: null, callId: null });
+  });
+
+  it.each([
+    ['a citation of an unknown version', { ...unverified, v: 2 }],
+    ['a citation without said', { ...unverified, said: undefined }],
+    ['a citation with blank said', { ...unverified, said: '  ' }],
+    ['a citation with said longer than the worker sends', { ...unverified, said: 'a'.repeat(301) }],
+    ['a citation without article', { ...unverified, article: undefined }],
+    ['a citation with a numeric article', { ...unverified, article: 75 }],
+    ['a citation with an article too long', { ...unverified, article: '1'.repeat(21) }],
+    ['a citation with a numeric norm', { ...unverified, norm: 5 }],
+    ['a citation whose verified is a string', { ...unverified, verified: 'false' }],
+    ['a citation without verified', { ...unverified, verified: undefined }],
+    ['a citation with a numeric call_id', { ...verified, call_id: 1 }],
+    ['a citation with an object source', { ...verified, source: {} }],
+    ['a citation with a fractional turn', { ...unverified, turn: 1.5 }],
+    ['a citation without turn', { ...unverified, turn: undefined }],
+  ])('rejects %s', (_name, message) => {
+    expect(parseResearchMessage(JSON.stringify(message))).toBeNull();
+    expect(feed([message])).toBe(initialResearchState);
+  });
+
+  it('keeps citation checks in arrival order, numbered, each repeat once, bounded', () => {
+    const state = feed([started, completed, unverified, verified, unverified]);
+    expect(state.citations?.map((c) => [c.seq, c.article, c.verified])).toEqual([
+      [1, '75', false],
+      [2, '12', true],
+    ]);
+    // The searches are untouched and the citation is not an outcome to announce.
+    expect(state.entries).toHaveLength(1);
+    expect(state.lastOutcome).toBe('c1');
+    const many = Array.from({ length: MAX_CITATIONS + 3 }, (_, i) => ({ ...unverified, article: String(i) }));
+    const bounded = feed(many).citations!;
+    expect(bounded).toHaveLength(MAX_CITATIONS);
+    expect(bounded[0]?.article).toBe('3');
+    expect(bounded[bounded.length - 1]?.seq).toBe(MAX_CITATIONS + 3);
+  });
+
+  it('takes citation checks only from the agent, and forgets them on reset but not when the session ends', () => {
+    expect(feed([unverified], person)).toBe(initialResearchState);
+    const state = feed([unverified]);
+    expect(researchReducer(state, { type: 'sessionEnded' }).citations).toHaveLength(1);
+    expect(researchReducer(state, { type: 'reset' }).citations).toBeUndefined();
+  });
+
+  it("finds the card a verified citation came from: the source of its call whose citation it names", () => {
+    const state = feed([started, completed]);
+    const check = { verified: true, callId: 'c1', source: 'Artículo 12' };
+    expect(citedSource(state.entries, check)).toEqual({ callId: 'c1', index: 0 });
+    expect(citedSource(state.entries, { ...check, verified: false })).toBeNull();
+    expect(citedSource(state.entries, { ...check, callId: 'c9' })).toBeNull();
+    expect(citedSource(state.entries, { ...check, source: 'Artículo 13' })).toBeNull();
+    expect(citedSource(state.entries, { ...check, callId: null })).toBeNull();
+  });
+
+  it('gives every card a citation links to an id that is valid and its own, whatever the call id', () => {
+    expect(sourceCardId('call_1', 0)).toBe('fuente-call_5f_1-0');
+    const ids = ['a b', 'a_20_b', 'a"b', '<x>', 'á', 'a-b'].map((c) => sourceCardId(c, 1));
+    expect(new Set(ids).size).toBe(ids.length);
+    for (const id of ids) expect(id).toMatch(/^[A-Za-z0-9_-]+$/);
   });
 });

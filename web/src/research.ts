@@ -3,6 +3,11 @@
  *
  * Kept free of React so the rules the panel depends on (only the agent may speak on this topic, only
  * well-formed messages count, only http/https links are ever shown) are unit-tested on their own.
+ *
+ * Besides the messages of each search, the worker checks every article the agent names while it speaks against
+ * the sources delivered to it in the conversation (`citation_checked`). Those checks are kept here too, in the
+ * order they arrived: the panel says which cited articles were not among the sources and which card a verified
+ * one came from, and the transcript marks the words (citations.ts).
  */
 import { isAgentSender, isJsonObject as isObject, parseJsonObject, type AgentSender, type JsonObject } from './agentMessage';
 
@@ -16,6 +21,8 @@ export const MAX_MESSAGE_CHARS = 64 * 1024;
 /** Old searches are dropped so a long conversation does not grow the page without bound. */
 export const MAX_ENTRIES = 20;
 export const MAX_SOURCES = 5;
+/** Citation checks kept per conversation, oldest dropped first: the page must not grow without bound. */
+export const MAX_CITATIONS = 100;
 
 const LIMITS = {
   callId: 200,
@@ -26,6 +33,9 @@ const LIMITS = {
   meta: 200,
   url: 2_000,
   reason: 64,
+  said: 300,
+  article: 20,
+  norm: 200,
 } as const;
 
 export const FAILURE_REASONS = [
@@ -86,7 +96,28 @@ export type ResearchMessage =
   | { type: 'started'; callId: string; turn: number; query: string }
   | { type: 'completed'; callId: string; turn: number; toolDurationMs: number; sources: ResearchSource[] }
   | { type: 'failed'; callId: string; turn: number; reason: string }
-  | { type: 'discarded'; callId: string; turn: number };
+  | { type: 'discarded'; callId: string; turn: number }
+  | {
+      type: 'citation_checked';
+      /** The search that delivered the source holding the citation; null when no delivered source holds it. */
+      callId: string | null;
+      turn: number;
+      /** The words as spoken, folded (lowercase, no accents, numbers as digits). */
+      said: string;
+      article: string;
+      /** The norm's key as the worker writes it ("constitucion", "ley 6 de 2002"); null when none was named. */
+      norm: string | null;
+      verified: boolean;
+      /** The citation of the source that holds it, exactly as on its card; null when not verified. */
+      source: string | null;
+    };
+
+type CitationMessage = Extract<ResearchMessage, { type: 'citation_checked' }>;
+
+/** One citation check as the page keeps it: the message, numbered in the order it arrived (from 1). */
+export interface CitationCheck extends Omit<CitationMessage, 'type'> {
+  seq: number;
+}
 
 /**
  * `interrupted`: no outcome can come any more; `interruption` says why: `agent_left` (the agent left the room, its
@@ -117,6 +148,8 @@ export interface ResearchState {
   ended?: boolean;
   /** The call whose outcome (completed, failed, interrupted) arrived last: what the panel announces. */
   lastOutcome?: string;
+  /** Citation checks of this conversation, oldest first; a repeat of the same check is kept once. */
+  citations?: CitationCheck[];
 }
 
 export const initialResearchState: ResearchState = { entries: [] };
@@ -180,13 +213,49 @@ function parseSource(value: unknown): ResearchSource | null {
   return source;
 }
 
+function isTurn(value: unknown): value is number {
+  return typeof value === 'number' && Number.isInteger(value) && value >= 0;
+}
+
+/**
+ * A string within `max` characters, or undefined. Not cut to fit like the panel's texts: `said` is looked up in
+ * the transcript, so a shortened copy would not be found, and the worker never sends one longer.
+ */
+function exactString(value: unknown, max: number): string | undefined {
+  if (typeof value !== 'string') return undefined;
+  const trimmed = value.trim();
+  return trimmed.length > 0 && Array.from(trimmed).length <= max ? trimmed : undefined;
+}
+
+/** A field that may be null (or absent): null, the string, or undefined when it is anything else. */
+function nullableString(obj: Json, key: string, max: number): string | null | undefined {
+  const value = obj[key];
+  return value === undefined || value === null ? null : exactString(value, max);
+}
+
+function parseCitationChecked(data: Json): CitationMessage | null {
+  const turn = data.turn;
+  const said = exactString(data.said, LIMITS.said);
+  const article = exactString(data.article, LIMITS.article);
+  const norm = nullableString(data, 'norm', LIMITS.norm);
+  const source = nullableString(data, 'source', LIMITS.citation);
+  const callId = nullableString(data, 'call_id', LIMITS.callId);
+  const verified = data.verified;
+  if (!isTurn(turn) || typeof verified !== 'boolean') return null;
+  if (said === undefined || article === undefined || norm === undefined) return null;
+  if (source === undefined || callId === undefined) return null;
+  return { type: 'citation_checked', callId, turn, said, article, norm, verified, source };
+}
+
 /** One message from its wire form, or null for anything that is not a well-formed v1 message. */
 export function parseResearchMessage(payload: string | Uint8Array): ResearchMessage | null {
   const data = parseJsonObject(payload, MAX_MESSAGE_CHARS);
   if (data === null || data.v !== PROTOCOL_VERSION) return null;
+  // Not about one search: its call_id may be null (no delivered source holds the citation).
+  if (data.type === 'citation_checked') return parseCitationChecked(data);
   const callId = boundedString(data.call_id, LIMITS.callId);
   const turn = data.turn;
-  if (callId === undefined || typeof turn !== 'number' || !Number.isInteger(turn) || turn < 0) return null;
+  if (callId === undefined || !isTurn(turn)) return null;
 
   switch (data.type) {
     case 'started': {
@@ -216,8 +285,30 @@ export function parseResearchMessage(payload: string | Uint8Array): ResearchMess
   }
 }
 
+function sameCheck(a: CitationCheck, b: CitationMessage): boolean {
+  return (
+    a.turn === b.turn &&
+    a.said === b.said &&
+    a.article === b.article &&
+    a.norm === b.norm &&
+    a.verified === b.verified &&
+    a.source === b.source &&
+    a.callId === b.callId
+  );
+}
+
+function applyCitation(state: ResearchState, message: CitationMessage): ResearchState {
+  const citations = state.citations ?? [];
+  // The same check again (the worker saw the same words twice): one mark is enough.
+  if (citations.some((c) => sameCheck(c, message))) return state;
+  const { type: _type, ...fields } = message;
+  const seq = (citations[citations.length - 1]?.seq ?? 0) + 1;
+  return { ...state, citations: [...citations, { ...fields, seq }].slice(-MAX_CITATIONS) };
+}
+
 /** Fold one parsed message into the state; a finished search never goes back to "running". */
 export function applyResearchMessage(state: ResearchState, message: ResearchMessage): ResearchState {
+  if (message.type === 'citation_checked') return applyCitation(state, message);
   const existing = state.entries.find((e) => e.callId === message.callId);
   const base: ResearchEntry = existing ?? {
     callId: message.callId,
@@ -299,6 +390,29 @@ export function researchAnnouncement(entry: ResearchEntry | undefined): string |
     default:
       return null;
   }
+}
+
+/**
+ * The card a verified citation links to: the source delivered by its `callId` whose citation is its `source`.
+ * Null when it is not verified or that card is not on the page (an old search dropped from the list).
+ */
+export function citedSource(
+  entries: readonly ResearchEntry[],
+  citation: Pick<CitationCheck, 'verified' | 'callId' | 'source'>,
+): { callId: string; index: number } | null {
+  if (!citation.verified || citation.callId === null || citation.source === null) return null;
+  const entry = entries.find((e) => e.callId === citation.callId && e.status === 'completed');
+  const index = entry ? entry.sources.findIndex((s) => s.citation === citation.source) : -1;
+  return entry && index >= 0 ? { callId: entry.callId, index } : null;
+}
+
+/**
+ * The DOM id of a source card: the call id written out so that any call id gives a valid id and no two give the
+ * same one (every character but letters, digits and "-" becomes "_hex_").
+ */
+export function sourceCardId(callId: string, index: number): string {
+  const safe = Array.from(callId, (ch) => (/^[A-Za-z0-9-]$/.test(ch) ? ch : `_${ch.codePointAt(0)!.toString(16)}_`));
+  return `fuente-${safe.join('')}-${index}`;
 }
 
 /** "123 ms" for the tool's own time; seconds with one decimal past ten seconds. */

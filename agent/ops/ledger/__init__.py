@@ -5,6 +5,8 @@ an auditor may need to know what was researched in a room and what the user read
 it. Each call keeps the question redacted (cut to the tool's 2,000-character limit first) with a keyed
 digest, the sources as shown (title, citation, link, the redacted excerpt and a sha256 of the exact
 text), the MCP server's name and version, the embedded index's version, the duration, outcome and reason.
+Each article the agent named while speaking that no source given to it held is kept too (its article, the
+norm's key, the turn and the time; never the words said), so an audit shows what the user heard unsupported.
 
 The store is a SQLite file (one host; the default) or a PostgreSQL database shared by every worker
 (`LEXVOZ_LEDGER_URL`); both get the same schema and steps through SQLAlchemy Core. On PostgreSQL the
@@ -21,7 +23,9 @@ owner runs the migrations and erasures, and workers log in as a role that cannot
 
 from agent.ops.ledger.entry import (
     LedgerEntry,
+    LedgerRecord,
     LedgerSource,
+    UnverifiedCitation,
     excerpt_sha256,
     sources_from,
     stored_excerpt,
@@ -38,9 +42,11 @@ __all__ = [
     "Ledger",
     "LedgerEntry",
     "LedgerLocationError",
+    "LedgerRecord",
     "LedgerSchemaError",
     "LedgerSource",
     "LedgerStore",
+    "UnverifiedCitation",
     "excerpt_sha256",
     "ledger_from_settings",
     "ledger_url",

@@ -26,7 +26,7 @@ from typing import IO, Any
 from sqlalchemy.exc import SQLAlchemyError
 
 from agent.ops.ledger.erase import forget_room, purge_older_than
-from agent.ops.ledger.reader import read_range, read_room, room_erasures
+from agent.ops.ledger.reader import read_range, read_room, read_room_citations, room_erasures
 from agent.ops.ledger.render import escape_untrusted, format_room, json_escape
 from agent.ops.ledger.roles import LedgerRoleError, grant_app_role, valid_role_name
 from agent.ops.ledger.schema import LedgerSchemaError
@@ -64,7 +64,9 @@ def _parser() -> argparse.ArgumentParser:
         group.add_argument("--path", type=Path, default=None, help="SQLite ledger file (same as --url PATH)")
         return p
 
-    show = with_store(sub.add_parser("show", help="what the user in a room was shown, call by call"))
+    show = with_store(
+        sub.add_parser("show", help="what the user in a room was shown, call by call, and the unverified citations")
+    )
     show.add_argument("--room", required=True)
     show.add_argument("--json", action="store_true", help="machine-readable output")
     export = with_store(sub.add_parser("export", help="every tool call in a period, one JSON object a line"))
@@ -105,11 +107,12 @@ def _location(args: argparse.Namespace) -> str | Path:
 def _show(args: argparse.Namespace, location: str | Path, out: IO[str]) -> None:
     calls = read_room(location, args.room)
     erasures = room_erasures(location, args.room)
+    citations = read_room_citations(location, args.room)
     if args.json:
-        body = {"room": args.room, "calls": calls, "forgotten": erasures}
+        body = {"room": args.room, "calls": calls, "unverified_citations": citations, "forgotten": erasures}
         out.write(json_escape(json.dumps(body, ensure_ascii=False, indent=2)) + "\n")
     else:
-        out.write(format_room(args.room, calls, erasures))
+        out.write(format_room(args.room, calls, erasures, citations))
 
 
 @contextlib.contextmanager
@@ -161,14 +164,20 @@ def _purge(args: argparse.Namespace, location: str | Path) -> None:
         raise _Usage("--older-than-days must be at least 1")
     with LedgerStore.open(location) as store:
         done = purge_older_than(store, days)
-    print(f"ledger: purged {done.calls_removed} tool call(s) and {done.sources_removed} source(s) before {done.cutoff}")
+    print(
+        f"ledger: purged {done.calls_removed} tool call(s), {done.sources_removed} source(s) and"
+        f" {done.citations_removed} unverified citation(s) before {done.cutoff}"
+    )
 
 
 def _forget(args: argparse.Namespace, location: str | Path) -> None:
     with LedgerStore.open(location) as store:
         done = forget_room(store, args.room)
     room = escape_untrusted(args.room)
-    print(f"ledger: forgot room {room}: {done.calls_removed} tool call(s), {done.sources_removed} source(s)")
+    print(
+        f"ledger: forgot room {room}: {done.calls_removed} tool call(s), {done.sources_removed} source(s),"
+        f" {done.citations_removed} unverified citation(s)"
+    )
 
 
 def _migrate(args: argparse.Namespace, location: str | Path) -> None:

@@ -9,6 +9,7 @@ them, so entries carry the ORIGINAL text and only this module turns it into what
 from __future__ import annotations
 
 import hashlib
+import re
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -21,7 +22,9 @@ from agent.ops.redact import redact
 
 __all__ = [
     "LedgerEntry",
+    "LedgerRecord",
     "LedgerSource",
+    "UnverifiedCitation",
     "excerpt_sha256",
     "format_ts",
     "sources_from",
@@ -81,6 +84,42 @@ class LedgerEntry:
             raise ValueError(f"unknown ledger outcome {self.outcome!r}")
         if self.ts.tzinfo is None:
             raise ValueError("ledger entry time must be timezone-aware")
+
+
+# What an unverified citation may hold: an article as sources write it ("74", "12-A") and a norm's key
+# ("constitucion", "ley 6 de 2002"). Anything else (a sentence, a name) is refused, so the spoken words can
+# never reach the ledger through these fields.
+_ARTICLE = re.compile(r"[0-9]{1,4}(?:-[A-Z])?")
+_NORM_KEY = re.compile(r"[a-z0-9]+(?: [a-z0-9]+){0,7}")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UnverifiedCitation:
+    """An article the agent named while speaking that no source delivered to it in the conversation held.
+
+    Kept so an audit shows what the user heard that the evidence did not support: which article of which norm,
+    in which turn, and when. Never the words said around it: only the article and the norm's key.
+    """
+
+    room: str
+    session_id: str
+    turn: int
+    article: str
+    norm: str | None
+    ts: datetime = field(default_factory=_utcnow)
+    entry_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+
+    def __post_init__(self) -> None:
+        if not _ARTICLE.fullmatch(self.article):
+            raise ValueError("an unverified citation's article must be a number with an optional letter")
+        if self.norm is not None and (len(self.norm) > 80 or not _NORM_KEY.fullmatch(self.norm)):
+            raise ValueError("an unverified citation's norm must be a norm key")
+        if self.ts.tzinfo is None:
+            raise ValueError("ledger entry time must be timezone-aware")
+
+
+LedgerRecord = LedgerEntry | UnverifiedCitation
+"""Anything a conversation hands the ledger."""
 
 
 def sources_from(sources: Iterable[Any]) -> tuple[LedgerSource, ...]:

@@ -15,14 +15,15 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Literal
 
-from sqlalchemy import ColumnElement, delete, insert, select
+from sqlalchemy import ColumnElement, Table, delete, insert, select
 
 from agent.ops.ledger.entry import format_ts
-from agent.ops.ledger.schema import erasure_gate, ledger_events, sources, tool_calls
+from agent.ops.ledger.schema import erasure_gate, ledger_events, sources, tool_calls, unverified_citations
 from agent.ops.ledger.store import LedgerStore
 
 __all__ = ["Erasure", "forget_room", "purge_older_than"]
@@ -40,27 +41,28 @@ class Erasure:
     cutoff: str | None
     calls_removed: int
     sources_removed: int
+    citations_removed: int = 0
 
 
 def purge_older_than(store: LedgerStore, days: int, *, now: datetime | None = None) -> Erasure:
-    """Erase every tool call recorded more than `days` days before `now`, with its sources."""
+    """Erase every tool call and unverified citation recorded more than `days` days before `now`."""
     if days < 1:
         raise ValueError("the retention must be at least one day")
     cutoff = format_ts((now or datetime.now(UTC)) - timedelta(days=days))
-    return _erase(store, "purge", tool_calls.c.ts < cutoff, room=None, cutoff=cutoff)
+    return _erase(store, "purge", lambda t: t.c.ts < cutoff, room=None, cutoff=cutoff)
 
 
 def forget_room(store: LedgerStore, room: str) -> Erasure:
-    """Erase every tool call of `room`, with its sources; the erasure itself is recorded."""
+    """Erase every tool call of `room` with its sources, and its unverified citations; the erasure is recorded."""
     if not room:
         raise ValueError("a room name is required")
-    return _erase(store, "forget", tool_calls.c.room == room, room=room, cutoff=None)
+    return _erase(store, "forget", lambda t: t.c.room == room, room=room, cutoff=None)
 
 
 def _erase(
     store: LedgerStore,
     kind: Literal["purge", "forget"],
-    which: ColumnElement[bool],
+    which: Callable[[Table], ColumnElement[bool]],
     *,
     room: str | None,
     cutoff: str | None,
@@ -69,11 +71,12 @@ def _erase(
     ts = format_ts(datetime.now(UTC))
     with store.engine.begin() as conn:
         conn.execute(insert(erasure_gate).values(token=token))
-        calls = select(tool_calls.c.id).where(which)
+        calls = select(tool_calls.c.id).where(which(tool_calls))
         sources_removed = conn.execute(delete(sources).where(sources.c.call_row.in_(calls))).rowcount
-        calls_removed = conn.execute(delete(tool_calls).where(which)).rowcount
+        calls_removed = conn.execute(delete(tool_calls).where(which(tool_calls))).rowcount
+        cited = conn.execute(delete(unverified_citations).where(which(unverified_citations))).rowcount
         conn.execute(delete(erasure_gate).where(erasure_gate.c.token == token))
-        erasure = Erasure(kind, ts, room, cutoff, int(calls_removed), int(sources_removed))
+        erasure = Erasure(kind, ts, room, cutoff, int(calls_removed), int(sources_removed), int(cited))
         conn.execute(
             insert(ledger_events).values(
                 ts=ts,
@@ -82,10 +85,17 @@ def _erase(
                 cutoff=cutoff,
                 calls_removed=erasure.calls_removed,
                 sources_removed=erasure.sources_removed,
+                citations_removed=erasure.citations_removed,
             )
         )
     _reclaim(store)
-    logger.info("ledger %s removed %d tool calls and %d sources", kind, erasure.calls_removed, erasure.sources_removed)
+    logger.info(
+        "ledger %s removed %d tool calls, %d sources and %d unverified citations",
+        kind,
+        erasure.calls_removed,
+        erasure.sources_removed,
+        erasure.citations_removed,
+    )
     return erasure
 
 
@@ -96,6 +106,6 @@ def _reclaim(store: LedgerStore) -> None:
             if store.is_sqlite:
                 conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
             else:
-                conn.exec_driver_sql("VACUUM tool_calls, sources")
+                conn.exec_driver_sql("VACUUM tool_calls, sources, unverified_citations")
     except Exception as exc:  # the erasure is committed; cleaning up is best effort
         logger.warning("ledger space not reclaimed after erasure", extra={"error": type(exc).__name__})

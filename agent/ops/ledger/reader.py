@@ -1,4 +1,5 @@
-"""Reading the ledger back: one room's calls as its user saw them, or every call in a time range.
+"""Reading the ledger back: one room's calls as its user saw them (and the citations it heard that no source
+held), or every call in a time range.
 
 Why read-only: an auditor's look must not change what is audited, so a SQLite file is opened with
 `mode=ro` and a PostgreSQL session as read-only, and neither is migrated by a reader (a store on an
@@ -15,10 +16,10 @@ from typing import Any
 from sqlalchemy import Connection, Select, select
 
 from agent.ops.ledger.entry import format_ts
-from agent.ops.ledger.schema import ledger_events, sources, tool_calls
+from agent.ops.ledger.schema import ledger_events, sources, tool_calls, unverified_citations
 from agent.ops.ledger.store import LedgerStore
 
-__all__ = ["read_range", "read_room", "room_erasures"]
+__all__ = ["read_range", "read_room", "read_room_citations", "room_erasures"]
 
 _CALL_COLUMNS = (
     tool_calls.c.id,
@@ -79,6 +80,17 @@ def read_room(location: str | Path, room: str) -> list[dict[str, Any]]:
             return _calls(conn, select(*_CALL_COLUMNS).where(tool_calls.c.room == room).order_by(tool_calls.c.id))
 
 
+def read_room_citations(location: str | Path, room: str) -> list[dict[str, Any]]:
+    """The articles the agent named in `room` that no delivered source held, in the order they were said."""
+    with LedgerStore.open(location, readonly=True) as store:
+        if store.empty:
+            return []
+        with store.engine.connect() as conn:
+            c = unverified_citations.c
+            query = select(c.ts, c.session_id, c.turn, c.article, c.norm).where(c.room == room).order_by(c.id)
+            return [dict(r) for r in conn.execute(query).mappings()]
+
+
 def room_erasures(location: str | Path, room: str) -> list[dict[str, Any]]:
     """The `forget` events for `room`: why a room may show no calls."""
     with LedgerStore.open(location, readonly=True) as store:
@@ -86,7 +98,12 @@ def room_erasures(location: str | Path, room: str) -> list[dict[str, Any]]:
             return []
         with store.engine.connect() as conn:
             query = (
-                select(ledger_events.c.ts, ledger_events.c.kind, ledger_events.c.calls_removed)
+                select(
+                    ledger_events.c.ts,
+                    ledger_events.c.kind,
+                    ledger_events.c.calls_removed,
+                    ledger_events.c.citations_removed,
+                )
                 .where(ledger_events.c.kind == "forget", ledger_events.c.room == room)
                 .order_by(ledger_events.c.id)
             )

@@ -62,8 +62,20 @@ def _server(call: dict[str, Any]) -> str:
     return text
 
 
-def format_room(room: str, calls: list[dict[str, Any]], erasures: list[dict[str, Any]]) -> str:
-    """What the room's user was shown, call by call; every value read from the store is escaped."""
+def _norm(key: str | None) -> str:
+    if key is None:
+        return "no norm named"
+    return "the Constitution" if key == "constitucion" else key
+
+
+def format_room(
+    room: str,
+    calls: list[dict[str, Any]],
+    erasures: list[dict[str, Any]],
+    citations: list[dict[str, Any]] | None = None,
+) -> str:
+    """What the room's user was shown, call by call, then the citations the agent spoke that no source held;
+    every value read from the store is escaped."""
     e = escape_untrusted
     lines: list[str] = []
     if calls:
@@ -86,6 +98,14 @@ def format_room(room: str, calls: list[dict[str, Any]], erasures: list[dict[str,
             else:
                 lines.append("       (excerpt text not kept: recorded before the ledger kept excerpts)")
             lines.append(f"       excerpt sha256 {e(s['excerpt_sha256'])}")
+    if citations:
+        lines.append(f"Unverified citations: {len(citations)} (the agent named them; no source it was given held them)")
+    for c in citations or []:
+        lines.append(
+            f"- {e(c['ts'])}  session {e(c['session_id'])}  turn {c['turn']}  artículo {e(c['article'])}"
+            f" ({e(_norm(c['norm']))})"
+        )
     for ev in erasures:
-        lines.append(f"Forgotten at {e(ev['ts'])}: {ev['calls_removed']} tool call(s) erased on request.")
+        cited = f" and {ev['citations_removed']} unverified citation(s)" if ev.get("citations_removed") else ""
+        lines.append(f"Forgotten at {e(ev['ts'])}: {ev['calls_removed']} tool call(s){cited} erased on request.")
     return "\n".join(lines) + "\n"

@@ -5,7 +5,7 @@ them, and the owner of a table always can. So the owner (the role that created t
 migrations and the erasures (`ledger migrate`, `purge`, `forget`), and everything that runs all day
 (every worker, the page service) logs in as an application role that may only:
 
-- read and insert evidence (`tool_calls`, `sources`, and the sequences that number them);
+- read and insert evidence (`tool_calls`, `sources`, `unverified_citations`, and the sequences that number them);
 - read the erasure record and the schema version (`ledger_events`, `ledger_schema_version`), so a worker
   can tell a store that is behind and `ledger show` works under this role too;
 - read, insert and delete spent resume tokens (`resume_tokens_spent`, the page service's table).
@@ -33,12 +33,13 @@ _ROLE_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 APP_GRANTS: Final[dict[str, str]] = {
     "tool_calls": "SELECT, INSERT",
     "sources": "SELECT, INSERT",
+    "unverified_citations": "SELECT, INSERT",
     "ledger_events": "SELECT",
     "ledger_schema_version": "SELECT",
     "ledger_erasure_gate": "",
     "resume_tokens_spent": "SELECT, INSERT, DELETE",
 }
-_SEQUENCES: Final = ("tool_calls", "sources")  # serial ids an INSERT draws from
+_SEQUENCES: Final = ("tool_calls", "sources", "unverified_citations")  # serial ids an INSERT draws from
 
 
 class LedgerRoleError(ValueError):

@@ -7,9 +7,9 @@ own transaction with its version bump, under SQLite's write lock or a PostgreSQL
 Append a step to change the schema; never edit a released one.
 
 Append-only is enforced by the stores themselves (triggers), not by this program's good manners: rows
-of `tool_calls`, `sources` and `ledger_events` can never be updated, and evidence rows can be deleted
-only inside a transaction that holds a row in `ledger_erasure_gate`, which only the retention purge and
-`forget` write (and remove again before they commit, so no other transaction ever sees one).
+of `tool_calls`, `sources`, `unverified_citations` and `ledger_events` can never be updated, and evidence
+rows can be deleted only inside a transaction that holds a row in `ledger_erasure_gate`, which only the
+retention purge and `forget` write (and remove again before they commit, so no other transaction ever sees one).
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ __all__ = [
     "migrate_connection",
     "sources",
     "tool_calls",
+    "unverified_citations",
 ]
 
 APPEND_ONLY_MESSAGE = "evidence ledger is append-only"
@@ -105,6 +106,20 @@ ledger_events = Table(
     Column("cutoff", Text),
     Column("calls_removed", Integer, nullable=False),
     Column("sources_removed", Integer, nullable=False),
+    Column("citations_removed", Integer),
+)
+
+unverified_citations = Table(
+    "unverified_citations",
+    metadata,
+    Column("id", _ID, primary_key=True, autoincrement=True),
+    Column("entry_id", Text, nullable=False, unique=True),
+    Column("ts", Text, nullable=False),
+    Column("room", Text, nullable=False),
+    Column("session_id", Text, nullable=False),
+    Column("turn", Integer, nullable=False),
+    Column("article", Text, nullable=False),
+    Column("norm", Text),
 )
 
 erasure_gate = Table("ledger_erasure_gate", metadata, Column("token", Text, primary_key=True))
@@ -248,7 +263,51 @@ def _step3(conn: Connection) -> None:
     conn.execute(text("CREATE INDEX ix_resume_tokens_spent_expires_at ON resume_tokens_spent (expires_at)"))
 
 
-STEPS: tuple[Callable[[Connection], None], ...] = (_step1, _step2, _step3)
+# ---------------------------------------------------------------------------------------------
+# Step 4: the articles the agent named while speaking that no delivered source held (the article and the
+# norm's key, never the words), erased with the room's evidence; erasures count them too.
+
+
+def _step4(conn: Connection) -> None:
+    v4 = MetaData()
+    Table(
+        "unverified_citations",
+        v4,
+        Column("id", _ID, primary_key=True, autoincrement=True),
+        Column("entry_id", Text, nullable=False, unique=True),
+        Column("ts", Text, nullable=False),
+        Column("room", Text, nullable=False),
+        Column("session_id", Text, nullable=False),
+        Column("turn", Integer, nullable=False),
+        Column("article", Text, nullable=False),
+        Column("norm", Text),
+        sqlite_autoincrement=True,
+    )
+    v4.create_all(conn)
+    conn.execute(text("CREATE INDEX unverified_citations_room ON unverified_citations (room, id)"))
+    conn.execute(text("CREATE INDEX unverified_citations_ts ON unverified_citations (ts)"))
+    conn.exec_driver_sql("ALTER TABLE ledger_events ADD COLUMN citations_removed INTEGER")
+    gate_closed = "NOT EXISTS (SELECT 1 FROM ledger_erasure_gate)"
+    if conn.dialect.name == "sqlite":
+        conn.exec_driver_sql(
+            "CREATE TRIGGER unverified_citations_no_update BEFORE UPDATE ON unverified_citations"
+            f" BEGIN SELECT RAISE(ABORT, '{APPEND_ONLY_MESSAGE}'); END"
+        )
+        conn.exec_driver_sql(
+            f"CREATE TRIGGER unverified_citations_no_delete BEFORE DELETE ON unverified_citations WHEN {gate_closed}"
+            f" BEGIN SELECT RAISE(ABORT, '{APPEND_ONLY_MESSAGE}'); END"
+        )
+    else:
+        conn.exec_driver_sql(
+            "CREATE OR REPLACE FUNCTION ledger_append_only() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN"
+            " IF TG_OP = 'DELETE' AND TG_TABLE_NAME IN ('tool_calls', 'sources', 'unverified_citations')"
+            f" AND NOT ({gate_closed}) THEN RETURN OLD; END IF;"
+            f" RAISE EXCEPTION '{APPEND_ONLY_MESSAGE}'; END $$"
+        )
+        _pg_guard(conn, "unverified_citations")
+
+
+STEPS: tuple[Callable[[Connection], None], ...] = (_step1, _step2, _step3, _step4)
 SCHEMA_VERSION = len(STEPS)
 
 

@@ -25,10 +25,18 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.pool import NullPool
 
-from agent.ops.ledger.entry import LedgerEntry, excerpt_sha256, format_ts, stored_excerpt, stored_query
+from agent.ops.ledger.entry import (
+    LedgerRecord,
+    UnverifiedCitation,
+    excerpt_sha256,
+    format_ts,
+    stored_excerpt,
+    stored_query,
+)
 from agent.ops.ledger.schema import SCHEMA_VERSION, LedgerSchemaError, current_version, migrate_connection
 from agent.ops.ledger.schema import sources as sources_table
 from agent.ops.ledger.schema import tool_calls as calls_table
+from agent.ops.ledger.schema import unverified_citations as citations_table
 from agent.stores import PG_SCHEMES, SQLITE_BUSY_TIMEOUT_S, enable_wal, secure_sqlite_files
 
 __all__ = [
@@ -219,7 +227,7 @@ class LedgerStore:
                     applied.append(number)
         return applied
 
-    def write(self, batch: Sequence[LedgerEntry]) -> int:
+    def write(self, batch: Sequence[LedgerRecord]) -> int:
         """Write a batch in one transaction; returns how many entries were new.
 
         Re-writing an entry (a retry after a commit whose answer was lost) is a no-op, by its `entry_id`.
@@ -228,6 +236,22 @@ class LedgerStore:
         make_insert = pg_insert if self.dialect == "postgresql" else sqlite_insert
         with self.engine.begin() as conn:
             for e in batch:
+                if isinstance(e, UnverifiedCitation):
+                    cited = (
+                        make_insert(citations_table)
+                        .values(
+                            entry_id=e.entry_id,
+                            ts=format_ts(e.ts),
+                            room=e.room,
+                            session_id=e.session_id,
+                            turn=e.turn,
+                            article=e.article,
+                            norm=e.norm,
+                        )
+                        .on_conflict_do_nothing(index_elements=["entry_id"])
+                    )
+                    written += conn.execute(cited).rowcount
+                    continue
                 query_redacted, digest = stored_query(e.query)
                 stmt = (
                     make_insert(calls_table)
@@ -291,7 +315,10 @@ def probe_writable(location: str | Path) -> None:
         if not store.is_sqlite:
             allowed: bool = conn.exec_driver_sql(
                 "SELECT has_table_privilege('tool_calls', 'INSERT') AND has_table_privilege('sources', 'INSERT')"
+                " AND has_table_privilege('unverified_citations', 'INSERT')"
             ).scalar_one()
             if not allowed:
-                raise PermissionError("the ledger's role may not insert into tool_calls and sources")
+                raise PermissionError(
+                    "the ledger's role may not insert into tool_calls, sources and unverified_citations"
+                )
         conn.rollback()

@@ -21,7 +21,7 @@ from typing import Any, Protocol
 from sqlalchemy.exc import IntegrityError
 
 from agent.ops import metrics
-from agent.ops.ledger.entry import LedgerEntry
+from agent.ops.ledger.entry import LedgerRecord
 from agent.ops.ledger.schema import LedgerSchemaError
 from agent.ops.ledger.store import LedgerStore, describe_location
 
@@ -35,7 +35,7 @@ class Ledger(Protocol):
 
     async def start(self) -> None: ...
 
-    def record(self, entry: LedgerEntry) -> None: ...
+    def record(self, entry: LedgerRecord) -> None: ...
 
     async def close(self, timeout: float = 5.0) -> None: ...  # noqa: ASYNC109 - a flush budget
 
@@ -48,7 +48,7 @@ class DisabledLedger:
     async def start(self) -> None:
         logger.info("evidence ledger is off (LEXVOZ_LEDGER=off): no tool calls are recorded")
 
-    def record(self, entry: LedgerEntry) -> None:
+    def record(self, entry: LedgerRecord) -> None:
         return None
 
     async def close(self, timeout: float = 5.0) -> None:  # noqa: ASYNC109 - same signature as the writer
@@ -82,7 +82,7 @@ class EvidenceLedger:
         connect: Callable[[str | Path], LedgerStore] = LedgerStore.open,
     ) -> None:
         self.location = location
-        self._queue: asyncio.Queue[LedgerEntry] = asyncio.Queue(maxsize=max_queue)
+        self._queue: asyncio.Queue[LedgerRecord] = asyncio.Queue(maxsize=max_queue)
         self._batch_size = batch_size
         self._backoff_initial = backoff_initial_s
         self._backoff_max = backoff_max_s
@@ -109,7 +109,7 @@ class EvidenceLedger:
         if self._task is None:
             self._task = asyncio.create_task(self._run(), name="evidence-ledger-writer")
 
-    def record(self, entry: LedgerEntry) -> None:
+    def record(self, entry: LedgerRecord) -> None:
         try:
             if self._closing:
                 raise asyncio.QueueFull
@@ -124,7 +124,7 @@ class EvidenceLedger:
         metrics.ledger_dropped_total.inc(n)
         logger.warning("ledger entries dropped: %d (%s)", n, why, extra={"count": n, "why": why})
 
-    def _write_batch(self, batch: list[LedgerEntry]) -> None:
+    def _write_batch(self, batch: list[LedgerRecord]) -> None:
         if self._store is None:
             self._store = self._connect(self.location)
         self._store.write(batch)
