@@ -308,3 +308,24 @@ def test_agent_job_limit_follows_its_container_limits() -> None:
     jobs = int(_default(agent["environment"]["LEXVOZ_MAX_JOBS"]))
     assert jobs * 330 * 2**20 + 200 * 2**20 <= _bytes(_default(agent["mem_limit"]))
     assert jobs <= 2 * float(_default(agent["cpus"]))
+
+
+def test_the_search_service_writes_glosses_only_with_the_glosses_override() -> None:
+    """The base file never gives the search service the OpenAI key (a search server that writes no glosses never
+    holds it) but passes every gloss setting through; deploy/compose.glosses.yml turns the writing on and adds the
+    key, required, to the search service alone."""
+    from panama_law.settings import ServerSettings
+
+    base = _compose()["services"]
+    search_env = base["search"]["environment"]
+    assert "OPENAI_API_KEY" not in search_env and "PANAMA_LAW_WRITE_GLOSSES" not in search_env
+    for name in sorted(f"PANAMA_LAW_{f.upper()}" for f in ServerSettings.model_fields if f.startswith("gloss_")):
+        assert name in search_env and search_env[name] is None, f"{name} is not passed through to the search service"
+    override = yaml.safe_load((ROOT / "deploy" / "compose.glosses.yml").read_text(encoding="utf-8"))
+    assert set(override["services"]) == {"search"}
+    env = override["services"]["search"]["environment"]
+    assert env["PANAMA_LAW_WRITE_GLOSSES"] == "true"
+    assert env["OPENAI_API_KEY"].startswith("${OPENAI_API_KEY:?")
+    assert "OPENAI_BASE_URL" in env and env["OPENAI_BASE_URL"] is None
+    merged = {**search_env, **env}
+    assert ServerSettings.model_validate({"write_glosses": merged["PANAMA_LAW_WRITE_GLOSSES"]}).write_glosses
