@@ -173,3 +173,34 @@ async def test_postgres_step_4_app_role_inserts_citations_but_cannot_remove_them
             if conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (APP_ROLE,)).fetchone():
                 conn.execute(f"DROP OWNED BY {APP_ROLE}")
                 conn.execute(f"DROP ROLE {APP_ROLE}")
+
+
+async def test_export_citations_gives_a_periods_unverified_citations_in_order_and_nothing_else(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`ledger export --citations`: the period's unverified citations, oldest first, across rooms, as JSON lines;
+    a citation outside the period and the tool calls stay out; the calls export is unchanged."""
+    path = tmp_path / "ledger.sqlite3"
+    day = datetime(2025, 3, 3, 12, tzinfo=UTC)
+    await write(
+        path,
+        entry(room="r1", turn=1),
+        cited(room="r2", article="7", ts=day + timedelta(hours=2)),
+        cited(room="r1", article="12-A", norm="ley 6 de 2002", ts=day),
+        cited(room="r1", article="40", ts=day + timedelta(days=1)),
+    )
+    assert (
+        ledger_main(["export", "--path", str(path), "--since", "2025-03-03", "--until", "2025-03-03", "--citations"])
+        == 0
+    )
+    out, err = capsys.readouterr()
+    rows = [json.loads(line) for line in out.splitlines()]
+    assert [(r["room"], r["article"], r["norm"]) for r in rows] == [
+        ("r1", "12-A", "ley 6 de 2002"),
+        ("r2", "7", "constitucion"),
+    ]
+    assert set(rows[0]) == {"id", "ts", "room", "session_id", "turn", "article", "norm"}
+    assert "exported 2 unverified citation(s)" in err
+    assert ledger_main(["export", "--path", str(path), "--since", "2025-03-03", "--until", "2025-03-03"]) == 0
+    out, err = capsys.readouterr()
+    assert [json.loads(line)["call_id"] for line in out.splitlines()] == ["call-1"] and "1 tool call(s)" in err

@@ -26,7 +26,7 @@ from typing import IO, Any
 from sqlalchemy.exc import SQLAlchemyError
 
 from agent.ops.ledger.erase import forget_room, purge_older_than
-from agent.ops.ledger.reader import read_range, read_room, read_room_citations, room_erasures
+from agent.ops.ledger.reader import read_citations_range, read_range, read_room, read_room_citations, room_erasures
 from agent.ops.ledger.render import escape_untrusted, format_room, json_escape
 from agent.ops.ledger.roles import LedgerRoleError, grant_app_role, valid_role_name
 from agent.ops.ledger.schema import LedgerSchemaError
@@ -70,6 +70,9 @@ def _parser() -> argparse.ArgumentParser:
     show.add_argument("--room", required=True)
     show.add_argument("--json", action="store_true", help="machine-readable output")
     export = with_store(sub.add_parser("export", help="every tool call in a period, one JSON object a line"))
+    export.add_argument(
+        "--citations", action="store_true", help="the unverified citations of the period instead of the tool calls"
+    )
     export.add_argument("--since", required=True, help="first day or time included (UTC)")
     export.add_argument("--until", required=True, help="last day included, or a time excluded (UTC)")
     export.add_argument("--output", type=Path, default=None, help="file to write (owner-only); default stdout")
@@ -147,11 +150,13 @@ def _export(args: argparse.Namespace, location: str | Path) -> None:
     if since >= until:
         raise _Usage("--since must be before --until")
     count = 0
+    rows = read_citations_range(location, since, until) if args.citations else read_range(location, since, until)
     with _output(args.output) as out:
-        for call in read_range(location, since, until):
-            out.write(json_escape(json.dumps(call, ensure_ascii=False)) + "\n")
+        for row in rows:
+            out.write(json_escape(json.dumps(row, ensure_ascii=False)) + "\n")
             count += 1
-    print(f"ledger: exported {count} tool call(s)", file=sys.stderr)
+    what = "unverified citation(s)" if args.citations else "tool call(s)"
+    print(f"ledger: exported {count} {what}", file=sys.stderr)
 
 
 def _purge(args: argparse.Namespace, location: str | Path) -> None:

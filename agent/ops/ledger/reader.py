@@ -1,5 +1,5 @@
 """Reading the ledger back: one room's calls as its user saw them (and the citations it heard that no source
-held), or every call in a time range.
+held), or every call, or every unverified citation, in a time range.
 
 Why read-only: an auditor's look must not change what is audited, so a SQLite file is opened with
 `mode=ro` and a PostgreSQL session as read-only, and neither is migrated by a reader (a store on an
@@ -19,7 +19,7 @@ from agent.ops.ledger.entry import format_ts
 from agent.ops.ledger.schema import ledger_events, sources, tool_calls, unverified_citations
 from agent.ops.ledger.store import LedgerStore
 
-__all__ = ["read_range", "read_room", "read_room_citations", "room_erasures"]
+__all__ = ["read_citations_range", "read_range", "read_room", "read_room_citations", "room_erasures"]
 
 _CALL_COLUMNS = (
     tool_calls.c.id,
@@ -131,4 +131,29 @@ def read_range(location: str | Path, since: datetime, until: datetime) -> Iterat
                 page = _with_sources(conn, rows)
             yield from page
             if len(page) < _PAGE:
+                return
+
+
+def read_citations_range(location: str | Path, since: datetime, until: datetime) -> Iterator[dict[str, Any]]:
+    """Every unverified citation with `since <= ts < until`, oldest first, in pages: what an audit of a period
+    needs beside its calls (which article of which norm the agent named with no source holding it, where, when)."""
+    low, high = format_ts(since), format_ts(until)
+    c = unverified_citations.c
+    columns = (c.id, c.ts, c.room, c.session_id, c.turn, c.article, c.norm)
+    with LedgerStore.open(location, readonly=True) as store:
+        if store.empty:
+            return
+        after: tuple[str, int] | None = None
+        while True:
+            with store.engine.connect() as conn:
+                query = select(*columns).where(c.ts >= low, c.ts < high)
+                if after is not None:
+                    ts, row_id = after
+                    query = query.where((c.ts > ts) | ((c.ts == ts) & (c.id > row_id)))
+                rows = [dict(r) for r in conn.execute(query.order_by(c.ts, c.id).limit(_PAGE)).mappings()]
+            if not rows:
+                return
+            after = (rows[-1]["ts"], rows[-1]["id"])
+            yield from rows
+            if len(rows) < _PAGE:
                 return
