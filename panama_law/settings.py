@@ -66,6 +66,9 @@ class ServerSettings(BaseSettings):
     gloss_price_in: float = Field(default=0.15, ge=0)
     gloss_price_out: float = Field(default=0.60, ge=0)
     gloss_timeout_s: float = Field(default=60.0, gt=0, le=600)
+    # Requests to the model in flight at once while glosses are written (each article is one request of a few
+    # seconds; OpenAI's rate limits are retried with their Retry-After).
+    gloss_concurrency: int = Field(default=4, ge=1, le=32)
     # `serve` with a norms folder: write glosses for its norms that have none of their own, in the background, with
     # no one to confirm the estimate (off unless asked for: it spends the operator's money). A run nobody confirmed
     # (the server, `import --write-glosses --yes`) is refused when its estimate is over `gloss_max_cost` dollars,

@@ -66,6 +66,10 @@ class GlossEndpoint:
         self.schemas: list[dict[str, Any]] = []
         self.hold: threading.Event | None = None  # replies wait until it is set: a slow model, as long as a test needs
         self.prompt_tokens: int | None = None  # what the reply says was counted, when a test needs a big bill
+        self.active = 0  # requests received and not yet answered
+        self.most_active = 0  # the most at once
+        self.answered: list[float] = []  # when each reply (or failure) went out
+        self.delay_s = 0.0  # every reply takes this long: a model's seconds, shortened
 
     def failure_for(self, n: int) -> Failure | None:
         if n in self.failures:
@@ -81,8 +85,18 @@ class GlossEndpoint:
         self.times.append(time.monotonic())
         self.schemas.append(body.get("response_format", {}))
         failure = self.failure_for(len(self.requests))
-        if self.hold is not None:
-            await asyncio.get_running_loop().run_in_executor(None, self.hold.wait)
+        self.active += 1
+        self.most_active = max(self.most_active, self.active)
+        try:
+            if self.hold is not None:
+                await asyncio.get_running_loop().run_in_executor(None, self.hold.wait)
+            await asyncio.sleep(self.delay_s)
+            return self._answer(request, body, user, failure)
+        finally:
+            self.active -= 1
+            self.answered.append(time.monotonic())
+
+    def _answer(self, request: web.Request, body: dict[str, Any], user: str, failure: Failure | None) -> web.Response:
         if failure and failure.drop:
             assert request.transport is not None
             request.transport.close()

@@ -13,6 +13,7 @@ import json
 import logging
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -61,6 +62,12 @@ def law(tmp_path: Path) -> Path:
     folder = tmp_path / "ley"
     folder.mkdir()
     return Path(shutil.copy(LEY_TXT, folder / LEY_TXT.name))
+
+
+@pytest.fixture
+def one_at_a_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Requests one at a time, for the tests that script a failure by request number."""
+    monkeypatch.setenv("PANAMA_LAW_GLOSS_CONCURRENCY", "1")
 
 
 def _articles() -> int:
@@ -167,7 +174,12 @@ def test_a_second_run_pays_nothing_and_an_edited_article_pays_once(
 
 @pytest.mark.parametrize("failure", [Failure(500), Failure(drop=True)], ids=["500-storm", "dropped-connection"])
 def test_a_run_that_fails_midway_keeps_what_was_paid_and_the_rerun_asks_only_the_rest(
-    endpoint: GlossEndpoint, data_dir: Path, law: Path, capsys: pytest.CaptureFixture[str], failure: Failure
+    endpoint: GlossEndpoint,
+    data_dir: Path,
+    law: Path,
+    capsys: pytest.CaptureFixture[str],
+    failure: Failure,
+    one_at_a_time: None,
 ) -> None:
     before = index.index_path(data_dir).read_bytes()
     k = 5
@@ -191,6 +203,7 @@ def test_ctrl_c_keeps_the_replies_already_paid_for(
     law: Path,
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
+    one_at_a_time: None,
 ) -> None:
     ask, calls = gloss_writer._ask, []
 
@@ -211,7 +224,7 @@ def test_ctrl_c_keeps_the_replies_already_paid_for(
 
 
 def test_rate_limits_and_transient_failures_are_retried_honouring_retry_after(
-    endpoint: GlossEndpoint, data_dir: Path, law: Path, capsys: pytest.CaptureFixture[str]
+    endpoint: GlossEndpoint, data_dir: Path, law: Path, capsys: pytest.CaptureFixture[str], one_at_a_time: None
 ) -> None:
     endpoint.failures = {
         2: Failure(429, RATE_LIMIT_BODY, headers={"Retry-After": "1"}),
@@ -351,6 +364,72 @@ def test_the_ceiling_stops_a_run_before_the_request_that_would_pass_what_the_end
     assert rc == 1
     _one_error_line(err, "stopped after 2 replies", "PANAMA_LAW_GLOSS_MAX_COST ($0.04)")
     assert len(endpoint.requests) == 2  # a third would have taken the counted $0.030 past $0.04
+
+
+# ---- several requests at once ----------------------------------------------------------------------------------
+
+
+def test_requests_go_several_at_once_once_the_first_reply_is_back_and_each_article_is_asked_once(
+    endpoint: GlossEndpoint,
+    data_dir: Path,
+    law: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """PANAMA_LAW_GLOSS_CONCURRENCY requests in flight (a model takes seconds per article), but the first alone: a
+    refused key or a wrong model then costs one request."""
+    monkeypatch.setenv("PANAMA_LAW_GLOSS_CONCURRENCY", "3")
+    endpoint.delay_s = 0.05
+    rc, out, err = _run(capsys, data_dir, law, "--write-glosses", "--yes")
+    assert rc == 0, err
+    assert endpoint.most_active == 3
+    assert endpoint.times[1] >= endpoint.answered[0]  # the second request waited for the first reply
+    assert len(endpoint.requests) == len(set(endpoint.requests)) == _articles()
+    assert f"glosses: {_articles()}/{_articles()} articles written" in out
+    assert len(_worksheet(law)) == _articles()
+
+
+@pytest.mark.parametrize("failure", [Failure(500), Failure(drop=True)], ids=["500-storm", "dropped-connection"])
+def test_a_failure_with_requests_in_flight_keeps_every_reply_paid_for_and_the_rerun_asks_only_the_rest(
+    endpoint: GlossEndpoint, data_dir: Path, law: Path, capsys: pytest.CaptureFixture[str], failure: Failure
+) -> None:
+    before = index.index_path(data_dir).read_bytes()
+    k = 9
+    endpoint.fail_from = (k, failure)  # requests 1..8 answered, every later one fails, with 4 in flight
+    rc, _, err = _run(capsys, data_dir, law, "--write-glosses", "--yes")
+    assert rc == 1
+    _one_error_line(err, "run again to resume")
+    assert index.index_path(data_dir).read_bytes() == before
+    paid = set(endpoint.requests[: k - 1])
+    endpoint.fail_from, endpoint.requests = None, []
+    rc, _, err = _run(capsys, data_dir, law, "--write-glosses", "--yes")
+    assert rc == 0, err
+    assert len(endpoint.requests) == _articles() - (k - 1) and not paid & set(endpoint.requests)
+
+
+def test_ctrl_c_with_requests_in_flight_waits_for_them_and_caches_them(
+    endpoint: GlossEndpoint, data_dir: Path, law: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A real SIGINT while four requests are held by the model: no new request is sent, the four replies are
+    waited for and cached (they are paid for), and the rerun asks for none of them again."""
+    endpoint.delay_s = 0.5  # long enough for the signal to arrive while four replies are still on their way
+
+    def press_ctrl_c() -> None:
+        _wait_for(lambda: endpoint.active == 4, "four requests in flight")
+        os.kill(os.getpid(), signal.SIGINT)
+
+    presser = threading.Thread(target=press_ctrl_c, daemon=True)
+    presser.start()
+    rc, out, err = _run(capsys, data_dir, law, "--write-glosses", "--yes")
+    presser.join(10)
+    assert rc == 1
+    _one_error_line(err, "interrupted; 5 replies are cached")
+    assert "waiting for the 4 replies asked for" in out
+    assert len(endpoint.requests) == 5
+    first = set(endpoint.requests)
+    endpoint.requests, endpoint.delay_s = [], 0.0
+    assert _run(capsys, data_dir, law, "--write-glosses", "--yes")[0] == 0
+    assert len(endpoint.requests) == _articles() - 5 and not first & set(endpoint.requests)
 
 
 # ---- `serve` with PANAMA_LAW_NORMS_DIR and PANAMA_LAW_WRITE_GLOSSES ----------------------------------------------

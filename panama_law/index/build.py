@@ -135,7 +135,12 @@ def write_glosses(
         cache,
         pricing,
     )
-    run = gw.Run(None, plan, max_cost=settings.gloss_max_cost if yes or unattended else None)
+    run = gw.Run(
+        None,
+        plan,
+        max_cost=settings.gloss_max_cost if yes or unattended else None,
+        concurrency=settings.gloss_concurrency,
+    )
     if say is not None:
         run.say = say
     if plan.missing:

@@ -19,8 +19,9 @@ import logging
 import os
 import sys
 from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ValidationError
 
@@ -288,6 +289,7 @@ class Run:
     plan: Plan
     say: Callable[[str], None] = field(default=_print)
     max_cost: float | None = None
+    concurrency: int = 1
     asked: int = 0
     used_in: int = 0
     used_out: int = 0
@@ -329,44 +331,122 @@ def from_cache(articles: Sequence[Article], cache: GlossCache, model: str) -> di
     return out
 
 
+_Reply = tuple[tuple[str, ...], int, int]  # the glosses, tokens in, tokens out
+
+
 def write(
     articles: Sequence[Article], cache: GlossCache, run: Run, kept: dict[int, tuple[str, ...]] | None = None
 ) -> dict[int, tuple[str, ...]]:
     """Glosses by article position: `kept` ones as they are, the others from the cache or the model (`run.client`
-    is None when all are cached); each reply is cached as it arrives."""
-    from tenacity import Retrying, retry_if_exception, stop_after_attempt
-
+    is None when all are cached); each reply is cached as it arrives (`_Requests`)."""
     model = run.plan.pricing.model
-    todo = len(run.plan.missing)
     out: dict[int, tuple[str, ...]] = dict(kept or {})
+    queue: list[tuple[int, Article, str]] = []
     for pos, article in enumerate(articles):
         if pos in out:
             continue
         key = cache_key(article, model)
         cached = cache.get(key)
-        if cached is None:
-            if run.client is None:
-                raise GlossError(f"no model client for artículo {article.label}, which is not cached")
-            if run.max_cost is not None and run.spent + run.next_cost(article) > run.max_cost:
-                raise GlossError(
-                    f"stopped after {run.asked} replies (cached): the endpoint counted about ${run.spent:.4f} and the "
-                    f"next article would pass PANAMA_LAW_GLOSS_MAX_COST (${run.max_cost:g})"
-                )
-            retrying = Retrying(
-                stop=stop_after_attempt(MAX_ATTEMPTS),
-                wait=_wait,
-                retry=retry_if_exception(_transient),
-                reraise=True,
-            )
-            try:
-                cached, tin, tout = retrying(_ask, run.client, model, article)
-            except KeyboardInterrupt:
-                raise GlossError(f"interrupted; {run.asked} replies are cached, run again to resume") from None
-            except Exception as exc:
-                raise _one_line(exc, article) from exc
-            cache.put(key, cached)
-            run.asked, run.used_in, run.used_out = run.asked + 1, run.used_in + tin, run.used_out + tout
-            if run.asked % PROGRESS_EVERY == 0 or run.asked == todo:
-                run.say(f"glosses: {run.asked}/{todo} articles written")
-        out[pos] = cached
+        if cached is not None:
+            out[pos] = cached
+        else:
+            queue.append((pos, article, key))
+    if queue:
+        if run.client is None:
+            raise GlossError(f"no model client for artículo {queue[0][1].label}, which is not cached")
+        _Requests(run, run.client, cache, out).ask_all(queue)
     return out
+
+
+class _Requests:
+    """One norm's requests to the model, up to `run.concurrency` in flight at once.
+
+    Why at once: a model answers one article in seconds, so a code of a thousand articles asked one at a time takes
+    most of an hour. Replies are cached as they arrive, from this thread only (the cache file has one writer). On a
+    failure, a Ctrl-C or the cost ceiling no new request is sent; those already in flight are waited for and their
+    replies cached (they are paid for), then the run stops, and the next run pays for none of them again. A second
+    Ctrl-C stops at once. The first request goes alone (`_send`)."""
+
+    def __init__(self, run: Run, client: OpenAI, cache: GlossCache, out: dict[int, tuple[str, ...]]) -> None:
+        self.run, self.client, self.cache, self.out = run, client, cache, out
+        self.width = max(1, run.concurrency)
+        self.todo = len(run.plan.missing)
+        self.in_flight: dict[Future[_Reply], tuple[int, Article, str]] = {}
+        self.stop: GlossError | Literal["ceiling", "interrupted"] | None = None  # why no new request is sent
+
+    def ask_all(self, queue: list[tuple[int, Article, str]]) -> None:
+        pending = list(reversed(queue))  # popped from the end: in article order
+        pool = ThreadPoolExecutor(max_workers=self.width, thread_name_prefix="glosses")
+        try:
+            while True:
+                self._send(pool, pending)
+                if not self.in_flight:
+                    break
+                try:
+                    done, _ = wait(self.in_flight, return_when=FIRST_COMPLETED)
+                except KeyboardInterrupt:
+                    self.stop = self.stop if isinstance(self.stop, GlossError) else "interrupted"
+                    self.run.say(f"glosses: interrupted; waiting for the {len(self.in_flight)} replies asked for")
+                    continue
+                for fut in done:
+                    self._collect(fut)
+        except KeyboardInterrupt:  # a second Ctrl-C while the replies in flight were awaited
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise GlossError(f"interrupted; {self.run.asked} replies are cached, run again to resume") from None
+        pool.shutdown(wait=True)
+        self._raise_why_stopped()
+
+    def _send(self, pool: ThreadPoolExecutor, pending: list[tuple[int, Article, str]]) -> None:
+        run = self.run
+        # One request alone until a reply comes back: a refused key, an exhausted quota or a wrong model name then
+        # costs one request and one line, not one per request in flight.
+        width = self.width if run.asked else 1
+        while self.stop is None and pending and len(self.in_flight) < width:
+            pos, article, key = pending[-1]
+            # what is in flight will be billed too: the ceiling holds once every request is answered
+            expected = (len(self.in_flight) + 1) * run.next_cost(article)
+            if run.max_cost is not None and run.spent + expected > run.max_cost:
+                self.stop = "ceiling"
+                return
+            pending.pop()
+            fut = pool.submit(_ask_with_retries, self.client, run.plan.pricing.model, article)
+            self.in_flight[fut] = (pos, article, key)
+
+    def _collect(self, fut: Future[_Reply]) -> None:
+        pos, article, key = self.in_flight.pop(fut)
+        try:
+            texts, tokens_in, tokens_out = fut.result()
+        except KeyboardInterrupt:  # raised inside a request: a Ctrl-C that reached a request's thread
+            self.stop = self.stop or "interrupted"
+            return
+        except Exception as exc:
+            self.stop = self.stop or _one_line(exc, article)
+            return
+        self.cache.put(key, texts)
+        self.out[pos] = texts
+        run = self.run
+        run.asked, run.used_in, run.used_out = run.asked + 1, run.used_in + tokens_in, run.used_out + tokens_out
+        if run.asked % PROGRESS_EVERY == 0 or run.asked == self.todo:
+            run.say(f"glosses: {run.asked}/{self.todo} articles written")
+
+    def _raise_why_stopped(self) -> None:
+        run = self.run
+        if self.stop == "interrupted":
+            raise GlossError(f"interrupted; {run.asked} replies are cached, run again to resume")
+        if self.stop == "ceiling":
+            raise GlossError(
+                f"stopped after {run.asked} replies (cached): the endpoint counted about ${run.spent:.4f} and the "
+                f"next article would pass PANAMA_LAW_GLOSS_MAX_COST (${run.max_cost:g})"
+            )
+        if self.stop is not None:
+            raise self.stop
+
+
+def _ask_with_retries(client: OpenAI, model: str, article: Article) -> _Reply:
+    """One article's reply, retried on what retrying can fix, in the request's own thread."""
+    from tenacity import Retrying, retry_if_exception, stop_after_attempt
+
+    retrying = Retrying(
+        stop=stop_after_attempt(MAX_ATTEMPTS), wait=_wait, retry=retry_if_exception(_transient), reraise=True
+    )
+    return retrying(_ask, client, model, article)
