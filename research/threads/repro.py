@@ -35,6 +35,7 @@ import json
 import os
 import signal
 import socket
+import subprocess
 import sys
 import tempfile
 import threading
@@ -54,11 +55,15 @@ SCENARIOS = ["healthy:exit", "block:exit", "cancel:exit", "closed-loop:exit", "b
 AFTER_EXIT_S = 60.0  # how long the parent keeps asking the server whether job-b is still in its room
 
 _started = time.monotonic()
+_emit_lock = threading.Lock()
 
 
 def emit(event: str, **fields: Any) -> None:
-    """One JSON line on stdout; the parent stamps it with its own clock on receipt."""
-    print(json.dumps({"event": event, "t": round(time.monotonic() - _started, 2), **fields}), flush=True)
+    """One JSON line on stdout, written whole (several threads emit); the parent also stamps it on receipt."""
+    line = json.dumps({"event": event, "t": round(time.monotonic() - _started, 2), **fields}) + "\n"
+    with _emit_lock:
+        sys.stdout.write(line)
+        sys.stdout.flush()
 
 
 # --------------------------------------------------------------------------------------------------- the child
@@ -204,6 +209,16 @@ class Outcome:
     a_events: list[str]
 
 
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    """Stop livekit-server: it waits for its rooms to empty on SIGTERM, so SIGKILL after a few seconds."""
+    proc.terminate()
+    try:
+        proc.wait(5)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(5)
+
+
 def free_port(start: int = 18_400) -> int:
     from agent.devstack import livekit_server
 
@@ -298,7 +313,7 @@ def first_gone(polls: list[tuple[float, bool, bool]]) -> float | None:
 
 
 def outcome(s: Scenario) -> Outcome:
-    events = [(t, json.loads(text)) for t, stream, text in s.lines if stream == "out" and text.startswith("{")]
+    events = [(t, json.loads(text)) for t, stream, text in s.lines if stream == "out" and text.endswith("}")]
     panic = next(((t, text) for t, stream, text in s.lines if stream == "err" and "FFI Panic" in text), None)
     panic_s = panic[0] if panic else None
     sent = next((t for t, e in events if e["event"] == "a_connect_sent"), None)
@@ -356,8 +371,7 @@ async def parent_main(scenarios: list[str]) -> int:
             print_timeline(scenario)
             print(json.dumps(asdict(outcome(scenario))))
     finally:
-        server.terminate()
-        server.wait(10)
+        stop(server)
         os.unlink(log)
     return 0
 
