@@ -1,4 +1,4 @@
-"""A bare livekit-agents 1.8.9 worker on the thread executor, for `worker_repro.py`.
+"""A bare livekit-agents 1.8.9 worker on the thread executor (or processes), for `worker_repro.py`.
 
 `python -m livekit.agents start research/threads/agent_worker.py` finds `server`. Every job connects to its room
 and logs each data packet it receives; a job whose room name contains "block" keeps its loop busy for 20 s right
@@ -23,7 +23,8 @@ server = AgentServer(
     ws_url=os.environ["LIVEKIT_URL"],
     api_key=os.environ["LIVEKIT_API_KEY"],
     api_secret=os.environ["LIVEKIT_API_SECRET"],
-    job_executor_type=JobExecutorType.THREAD,
+    # THREADS_REPRO_EXECUTOR=process runs the same jobs in processes, for comparison
+    job_executor_type=JobExecutorType(os.environ.get("THREADS_REPRO_EXECUTOR", "thread")),
     load_threshold=math.inf,
     # report no load: the default (the host's CPU) makes livekit-server offer rooms elsewhere on a busy shared host
     load_fnc=lambda: 0.0,

@@ -150,8 +150,9 @@ async def run_room_a(url: str, mode: str) -> None:
             emit("a_publish_failed", error=type(exc).__name__, message=str(exc)[:200])
 
 
-def spin() -> None:
+def spin(go: threading.Event) -> None:
     """Pure Python work that never waits: it holds the interpreter lock whenever the scheduler gives it a turn."""
+    go.wait()
     n = 0
     while True:
         n = (n + 1) % 1_000_003
@@ -169,9 +170,10 @@ def child_main(url: str, mode: str, on_sigterm: str) -> int:
     b.submit(run_room_b(url, connected)).result(timeout=30)
     time.sleep(1.0)  # B receives a little data first
     if mode.startswith("starve-"):
-        busy = int(mode.removeprefix("starve-"))
-        for i in range(busy):
-            threading.Thread(target=spin, name=f"busy-{i}", daemon=True).start()
+        busy, go = int(mode.removeprefix("starve-")), threading.Event()
+        for i in range(busy):  # started idle, then released together: starting them while others spin takes long
+            threading.Thread(target=spin, args=(go,), name=f"busy-{i}", daemon=True).start()
+        go.set()
         emit("busy_threads_started", n=busy)
     a.submit(run_room_a(url, mode))
     deadline = time.monotonic() + CHILD_RUN_S

@@ -5,7 +5,8 @@ A's job (its room name contains "block") keeps its loop busy past the native lib
 ReadyForRoomEventRequest. The script records what the worker does with the resulting SIGTERM: whether B's job
 still receives data and whether the worker takes a new room (C) afterwards; with `--twice` a second job (A2)
 misses its handshake too. Each room has a person in it (a participant of this script), as a page would.
-Run from the repository's root: `python -m research.threads.worker_repro [--twice]` (~2 minutes).
+Run from the repository's root: `python -m research.threads.worker_repro [--twice] [--executor process]`
+(~2 minutes; `--executor process` runs the same jobs in job processes, for comparison).
 """
 
 from __future__ import annotations
@@ -63,7 +64,7 @@ class WorkerLog:
         return sum(1 for t, text in self.lines if needle in text and start <= t < end)
 
 
-async def main(worker_log: Path | None, twice: bool) -> int:
+async def main(worker_log: Path | None, twice: bool, executor: str) -> int:
     from livekit import api, rtc
 
     from agent.devstack import livekit_server
@@ -76,6 +77,7 @@ async def main(worker_log: Path | None, twice: bool) -> int:
         "LIVEKIT_URL": f"ws://127.0.0.1:{port}",
         "LIVEKIT_API_KEY": API_KEY,
         "LIVEKIT_API_SECRET": API_SECRET,
+        "THREADS_REPRO_EXECUTOR": executor,
     }
     worker = await asyncio.create_subprocess_exec(
         sys.executable,
@@ -185,5 +187,6 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--worker-log", type=Path, help="also write the worker's whole output here, stamped")
     parser.add_argument("--twice", action="store_true", help="two jobs miss their handshake, 2 s apart")
+    parser.add_argument("--executor", choices=["thread", "process"], default="thread", help="how the worker runs jobs")
     args = parser.parse_args()
-    raise SystemExit(asyncio.run(main(args.worker_log, args.twice)))
+    raise SystemExit(asyncio.run(main(args.worker_log, args.twice, args.executor)))
