@@ -151,7 +151,7 @@ def _run_once(number: int, folder: Path, lock: Path | None, python: str) -> Run:
 
 def clear_text_in_logs(keep: Path) -> list[str]:
     """Kept log files that carry one of the suite's questions in clear (there must be none)."""
-    needles = [q.encode() for q in (TYPED, SPOKEN_QUESTION)]
+    needles = [form for q in (TYPED, SPOKEN_QUESTION) for form in (q.encode(), json.dumps(q)[1:-1].encode())]
     found = []
     for path in sorted(keep.rglob("logs/*.log")):
         data = path.read_bytes()

@@ -40,7 +40,7 @@ from tests import constitution
 from tests.e2e.conftest import _save_index, _seed_index, livekit_port, log_tails, require_livekit_server
 from tests.ports import free_port
 
-from .waits import StepFailed, Where, Witness
+from .waits import StepFailed, Where, Witness, failure_record
 
 SPOKEN_QUESTION = "¿Cuál es el idioma oficial de Panamá?"
 REDIS_START_S = 15.0
@@ -257,14 +257,7 @@ def pytest_runtest_makereport(
     report = yield
     log_dir = item.config.stash.get(LOG_DIR_KEY, None)
     if report.failed and log_dir is not None and call.excinfo is not None:
-        error = call.excinfo.value
-        if isinstance(error, StepFailed):
-            where = error.where
-            detail = error.detail
-        else:  # not one of the suite's own waits or checks: say so, with the exception's first line
-            where = Where(step=f"{report.when}: outside the suite's named steps", room="", worker="")
-            detail = f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"
-        record = {"test": item.nodeid, "when": report.when, **json.loads(where.to_json()), "detail": detail[:500]}
+        record = failure_record(item.nodeid, report.when, call.excinfo.value)
         with open(log_dir / FAILURES_FILE, "a", encoding="utf-8") as out:
             out.write(json.dumps(record, ensure_ascii=False) + "\n")
     return report

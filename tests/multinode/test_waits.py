@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from .waits import TAIL_LINES, StepFailed, Where, Witness
+from .waits import TAIL_LINES, StepFailed, Where, Witness, failure_record
 
 STEP = "waiting for an agent after worker-a stopped"
 
@@ -88,3 +88,17 @@ def test_a_check_that_holds_is_silent_and_one_that_fails_says_where(witness: Wit
 def test_where_is_written_as_one_json_object(witness: Witness) -> None:
     where = witness.where("joining", "room-held-by-a")
     assert json.loads(where.to_json()) == {"step": "joining", "room": "room-held-by-a", "worker": "worker-a"}
+
+
+def test_the_failure_record_carries_where_or_says_the_failure_was_outside_the_named_steps(witness: Witness) -> None:
+    failed = witness.failure("joining through node A", "room-held-by-a", "TimeoutError: no agent")
+    assert failure_record("t.py::x", "call", failed) == {
+        "test": "t.py::x",
+        "when": "call",
+        "step": "joining through node A",
+        "room": "room-held-by-a",
+        "worker": "worker-a",
+        "detail": "TimeoutError: no agent",
+    }
+    other = failure_record("t.py::y", "setup", KeyError("k"))
+    assert other["step"] == "setup: outside the suite's named steps" and other["detail"] == "KeyError: 'k'"

@@ -55,6 +55,17 @@ class StepFailed(AssertionError):
         self.detail = detail
 
 
+def failure_record(test: str, when: str, error: BaseException) -> dict[str, str]:
+    """One line of `failures.jsonl`: where a failed test failed; an error outside the named steps says so."""
+    if isinstance(error, StepFailed):
+        where, detail = error.where, error.detail
+    else:
+        where = Where(step=f"{when}: outside the suite's named steps", room="", worker="")
+        first = str(error).splitlines()[0] if str(error) else ""
+        detail = f"{type(error).__name__}: {first}"
+    return {"test": test, "when": when, **asdict(where), "detail": detail[:500]}
+
+
 def log_tail(path: Path, lines: int = TAIL_LINES) -> str:
     """The last `lines` lines of a log, or why there are none."""
     try:
