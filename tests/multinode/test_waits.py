@@ -102,3 +102,14 @@ def test_the_failure_record_carries_where_or_says_the_failure_was_outside_the_na
     }
     other = failure_record("t.py::y", "setup", KeyError("k"))
     assert other["step"] == "setup: outside the suite's named steps" and other["detail"] == "KeyError: 'k'"
+
+
+def test_the_tail_shows_the_rooms_own_lines_even_when_older_and_leaves_stacks_out(tmp_path: Path) -> None:
+    log = tmp_path / "worker-a.log"
+    about = {"message": "received job request", "level": "INFO", "room": "room-old", "job_id": "AJ_1"}
+    blocked = {"message": "event loop blocked for 480ms", "level": "WARNING", "stack": "File x.py " * 200}
+    lines = [json.dumps(about), *(json.dumps(blocked) for _ in range(TAIL_LINES + 5))]
+    log.write_text("\n".join(lines) + "\n")
+    text = str(Witness({"worker-a": log}, lambda _room: "worker-a").failure("joining", "room-old", "no agent"))
+    assert "INFO room=room-old job_id=AJ_1 received job request" in text
+    assert "WARNING event loop blocked for 480ms" in text and "File x.py" not in text

@@ -24,6 +24,8 @@ from typing import TypeVar
 T = TypeVar("T")
 
 TAIL_LINES = 30
+ROOM_LINES = 15
+LINE_CHARS = 300
 POLL_S = 0.2
 
 
@@ -66,13 +68,31 @@ def failure_record(test: str, when: str, error: BaseException) -> dict[str, str]
     return {"test": test, "when": when, **asdict(where), "detail": detail[:500]}
 
 
-def log_tail(path: Path, lines: int = TAIL_LINES) -> str:
-    """The last `lines` lines of a log, or why there are none."""
+def brief(line: str) -> str:
+    """One log line, short: a JSON record as time, level, room, job, logger and message; else as written.
+
+    The worker's records carry code paths and, for a blocked event loop, a whole stack; a failure needs what
+    happened and to which room."""
+    try:
+        record = json.loads(line)
+    except ValueError:
+        return line[:LINE_CHARS]
+    if not isinstance(record, dict):
+        return line[:LINE_CHARS]
+    fields = [str(record[k]) for k in ("timestamp", "level") if k in record]
+    fields += [f"{k}={record[k]}" for k in ("room", "job_id") if k in record]
+    fields += [f"{record['name']}:"] if "name" in record else []
+    return " ".join([*fields, str(record.get("message", ""))])[:LINE_CHARS]
+
+
+def log_tail(path: Path, lines: int = TAIL_LINES, *, about: str = "") -> str:
+    """The last `lines` lines of a log (only those naming `about`, when given), shortened; or why there are none."""
     try:
         text = path.read_text(errors="replace")
     except OSError as exc:
         return f"(no log at {path.name}: {exc.strerror})"
-    return "\n".join(text.splitlines()[-lines:]) or "(empty log)"
+    chosen = [line for line in text.splitlines() if about in line] if about else text.splitlines()
+    return "\n".join(brief(line) for line in chosen[-lines:]) or "(none)"
 
 
 class Witness:
@@ -91,10 +111,14 @@ class Witness:
     def failure(self, step: str, room: str, detail: str, *, worker: str | None = None) -> StepFailed:
         where = self.where(step, room, worker)
         names = [where.worker] if where.worker in self._logs else sorted(self._logs)
-        tails = "\n".join(
-            f"--- last {TAIL_LINES} lines of {name}'s log ---\n{log_tail(self._logs[name])}" for name in names
-        )
-        return StepFailed(where, detail, tails)
+        parts = []
+        for name in names:
+            if room:
+                parts.append(f"--- {name}'s log, its last {ROOM_LINES} lines about {room} ---")
+                parts.append(log_tail(self._logs[name], ROOM_LINES, about=room))
+            parts.append(f"--- {name}'s log, its last {TAIL_LINES} lines ---")
+            parts.append(log_tail(self._logs[name]))
+        return StepFailed(where, detail, "\n".join(parts))
 
     def check(self, holds: object, step: str, room: str, detail: str, *, worker: str | None = None) -> None:
         """Fail with where it happened unless `holds` is truthy (a check, not a wait)."""
