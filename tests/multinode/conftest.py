@@ -8,10 +8,16 @@ way the page service mints it, for a fresh room, and joins through the node the 
 
 Starting livekit-server, the search server and two workers costs tens of seconds on a small machine,
 so the suite shares one cluster; the test that stops a worker runs last.
+
+The cluster's logs (both livekit-server nodes, both workers, redis, the search server and the stand-in)
+go to a temporary folder, or to `LEXVOZ_MULTINODE_LOG_DIR` when it is set, so a script running the suite
+again and again keeps each run's logs; a failed test also appends where it failed (step, room, worker;
+see `waits.py`) to `failures.jsonl` there.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -19,11 +25,12 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from _pytest.reports import TestReport
 
 from agent.devstack import livekit_server
 from agent.devstack.stack import Stack, StackOptions, _terminate, _wait_for_text
@@ -33,8 +40,14 @@ from tests import constitution
 from tests.e2e.conftest import _save_index, _seed_index, livekit_port, log_tails, require_livekit_server
 from tests.ports import free_port
 
+from .waits import StepFailed, Where, Witness, failure_record
+
 SPOKEN_QUESTION = "¿Cuál es el idioma oficial de Panamá?"
 REDIS_START_S = 15.0
+WORKER_START_S = 90.0
+LOG_DIR_ENV = "LEXVOZ_MULTINODE_LOG_DIR"
+FAILURES_FILE = "failures.jsonl"
+LOG_DIR_KEY = pytest.StashKey[Path]()
 
 
 @dataclass
@@ -80,6 +93,16 @@ class Cluster:
     def worker_for(self, room: str) -> Worker | None:
         return next((w for w in self.workers if room in w.rooms()), None)
 
+    @property
+    def witness(self) -> Witness:
+        """Waits and checks whose failures name the step, the room and the worker, with its log's tail."""
+
+        def held_by(room: str) -> str | None:
+            worker = self.worker_for(room)
+            return worker.name if worker else None
+
+        return Witness({w.name: w.log for w in self.workers}, held_by)
+
 
 def _redis_ready(port: int) -> bool:
     try:
@@ -107,14 +130,14 @@ def start_redis(data_dir: Path, log: Path) -> tuple[subprocess.Popen[bytes], int
     return proc, port
 
 
-def start_worker(stack: Stack, name: str, node_url: str) -> Worker:
+def start_worker(stack: Stack, name: str, node_url: str, ledger_dir: Path) -> Worker:
     log = stack.opts.log_dir / f"{name}.log"
     # One warm job process each, started one worker at a time: on two cores, several job processes importing
     # at once miss livekit-agents' 10 s start-up deadline and the worker then has no runner for the rooms.
     env = {
         **stack.common_env(),
         "LIVEKIT_URL": node_url,
-        "LEXVOZ_LEDGER_PATH": str(stack.opts.log_dir / f"{name}.db"),
+        "LEXVOZ_LEDGER_PATH": str(ledger_dir / f"{name}.db"),
         "LEXVOZ_IDLE_PROCESSES": "1",
     }
     with open(log, "ab") as out:
@@ -126,9 +149,25 @@ def start_worker(stack: Stack, name: str, node_url: str) -> Worker:
             start_new_session=True,
         )
     worker = Worker(name, node_url, proc, log)
-    _wait_for_text(log, "registered worker", proc, timeout=90)
-    _wait_for_text(log, "process initialized", proc, timeout=90)
+    witness = Witness({name: log}, lambda _room: name)
+    for needle, step in (
+        ("registered worker", f"starting {name}: waiting for it to register through {node_url}"),
+        ("process initialized", f"starting {name}: waiting for its warm job process"),
+    ):
+        try:
+            _wait_for_text(log, needle, proc, timeout=WORKER_START_S)
+        except (RuntimeError, TimeoutError) as exc:
+            first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise witness.failure(step, "", first) from exc
     return worker
+
+
+def log_dir_for(base: Path) -> Path:
+    """Where the cluster's logs go: `LEXVOZ_MULTINODE_LOG_DIR` when set (kept after the run), else `base`."""
+    chosen = os.environ.get(LOG_DIR_ENV, "").strip()
+    path = Path(chosen) if chosen else base / "log"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
 
 
 @pytest.fixture(scope="module")
@@ -136,11 +175,17 @@ def cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
     source = constitution.require()
     require_livekit_server()
     base = tmp_path_factory.mktemp("lexvoz-multinode")
-    data_dir, log_dir, redis_dir = base / "data", base / "log", base / "redis"
-    for d in (data_dir, log_dir, redis_dir):
+    data_dir, redis_dir, ledger_dir = base / "data", base / "redis", base / "ledgers"
+    for d in (data_dir, redis_dir, ledger_dir):
         d.mkdir()
+    log_dir = log_dir_for(base)
+    request.config.stash[LOG_DIR_KEY] = log_dir
     save_to = _seed_index(request.config, data_dir)
-    redis, redis_port = start_redis(redis_dir, log_dir / "redis.log")
+    try:
+        redis, redis_port = start_redis(redis_dir, log_dir / "redis.log")
+    except RuntimeError as exc:
+        where = Where(step="starting redis-server", room="", worker="")
+        raise StepFailed(where, str(exc), log_tails(log_dir)) from exc
     redis_args = ["--redis-host", f"127.0.0.1:{redis_port}"]
     stack = Stack(
         StackOptions(
@@ -181,10 +226,14 @@ def cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
             LEXVOZ_AGENT_NAME=stack.opts.agent_name,
         )
         for i, url in enumerate(running.node_urls):
-            running.workers.append(start_worker(stack, f"worker-{'ab'[i]}", url))
+            running.workers.append(start_worker(stack, f"worker-{'ab'[i]}", url, ledger_dir))
+    except StepFailed:
+        _stop(running, redis)
+        raise
     except Exception as exc:
         _stop(running, redis)
-        pytest.fail(f"the cluster did not start: {exc}\n{log_tails(log_dir)}", pytrace=False)
+        where = Where(step="starting livekit-server nodes, the search server and the stand-in", room="", worker="")
+        raise StepFailed(where, f"{type(exc).__name__}: {exc}", log_tails(log_dir)) from exc
     try:
         yield running
     finally:
@@ -198,3 +247,17 @@ def _stop(cluster: Cluster, redis: subprocess.Popen[bytes]) -> None:
         _terminate(node, term_twice=True)
     cluster.stack.stop()
     _terminate(redis)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, TestReport, TestReport]:
+    """A failed test of the suite appends where it failed to `failures.jsonl` beside the cluster's logs."""
+    report = yield
+    log_dir = item.config.stash.get(LOG_DIR_KEY, None)
+    if report.failed and log_dir is not None and call.excinfo is not None:
+        record = failure_record(item.nodeid, report.when, call.excinfo.value)
+        with open(log_dir / FAILURES_FILE, "a", encoding="utf-8") as out:
+            out.write(json.dumps(record, ensure_ascii=False) + "\n")
+    return report
