@@ -29,7 +29,7 @@ rounds of each, each round a fresh worker against the same livekit-server, stand
 bare agent cannot answer with evidence, so its people ask the same typed and spoken question and wait for
 the spoken answer (`answered`: people whose two questions were both answered aloud); `completed` and
 `evidence_lost` are the Lexvoz rounds' own. With several rounds the figures are medians over rounds (people
-counts: the worst round; lost evidence and errors: summed), each round's own in `rounds`. Beside the Lexvoz keys
+counts: the worst round; lost evidence and errors: summed), each round's own in `per_round`. Beside the Lexvoz keys
 the JSON then has `baseline` (the same figures for the bare agent) and `cpu_ratio_vs_bare` / `rss_ratio_vs_bare`:
 the worker's CPU seconds per conversation-minute and RSS per conversation, Lexvoz over bare (goal: both ≤ 1.10).
 
@@ -146,7 +146,7 @@ def combine_rounds(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
             kinds.update(r.get("answers_without_evidence") or {})
         combined["answers_without_evidence"] = dict(kinds)
         combined["errors"] = [e for r in runs for e in r.get("errors", [])][:10]
-        combined["programs"] = {}  # each round's own are in `rounds`
+        combined["programs"] = {}  # each round's own are in `per_round`
         combined.pop("round", None)
     combined["rounds"] = len(runs)
     return combined
@@ -438,6 +438,36 @@ def main(argv: list[str] | None = None) -> int:
     load_start = os.getloadavg()
     host_reference = reference_in_subprocess()  # before the stack: the host's own speed, comparable across days
     order = round_order(args.rounds, baseline=not args.no_baseline)
+    runs = run_rounds(args, order, worker_env)
+    lexvoz = combine_rounds([r for r in runs if r["agent"] == "lexvoz"])
+    bare = combine_rounds([r for r in runs if r["agent"] == "bare"])
+    figures = {**lexvoz, "rounds": args.rounds}
+    if len(runs) > 1:
+        figures["per_round"] = runs
+    if bare:
+        figures = {**figures, "baseline": bare, **compare_with_bare(lexvoz, bare)}
+    figures = {
+        **figures,
+        "round_order": order,
+        "targets": TARGETS,
+        "worker_env": worker_env,
+        "standin_speed": args.speed,
+        "queue": args.queue,
+        "load_average_at_start": [round(x, 2) for x in load_start],
+        "load_average_at_end": [round(x, 2) for x in os.getloadavg()],
+        "host_reference": host_reference,
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(figures, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    print(json.dumps(figures, ensure_ascii=False))
+    served = figures["completed"] == args.sessions and figures["evidence_lost"] == 0
+    return 0 if served and (not bare or bare["answered"] == args.sessions) else 1
+
+
+def run_rounds(args: argparse.Namespace, order: Sequence[Variant], worker_env: dict[str, str]) -> list[dict[str, Any]]:
+    """One stack for the whole run; each round a fresh worker of its variant, stopped before the next starts."""
     runs: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="lexvoz-load-") as tmp:
         base = Path(tmp)
@@ -461,29 +491,7 @@ def main(argv: list[str] | None = None) -> int:
             stack.stop()
             if args.keep_logs is not None:
                 shutil.copytree(base / "log", args.keep_logs, dirs_exist_ok=True)
-    lexvoz = combine_rounds([r for r in runs if r["agent"] == "lexvoz"])
-    bare = combine_rounds([r for r in runs if r["agent"] == "bare"])
-    figures = {**lexvoz, "rounds": runs if len(runs) > 1 else lexvoz["rounds"]}
-    if bare:
-        figures = {**figures, "baseline": bare, **compare_with_bare(lexvoz, bare)}
-    figures = {
-        **figures,
-        "round_order": order,
-        "targets": TARGETS,
-        "worker_env": worker_env,
-        "standin_speed": args.speed,
-        "queue": args.queue,
-        "load_average_at_start": [round(x, 2) for x in load_start],
-        "load_average_at_end": [round(x, 2) for x in os.getloadavg()],
-        "host_reference": host_reference,
-        "cpus": os.cpu_count(),
-        "python": platform.python_version(),
-    }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(figures, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    print(json.dumps(figures, ensure_ascii=False))
-    served = figures["completed"] == args.sessions and figures["evidence_lost"] == 0
-    return 0 if served and (not bare or bare["answered"] == args.sessions) else 1
+    return runs
 
 
 def lift_page_service_limits(sessions: int) -> None:
