@@ -132,6 +132,7 @@ class Turn:
     connection: int
     spoke_at: float
     heard_at: float
+    peak: int = 0
 
 
 async def _timings(http: aiohttp.ClientSession, standin_url: str, since: int = 0) -> dict[str, Any]:
@@ -147,15 +148,18 @@ async def _talk(person: Person, connection: int, turns: int, delay_s: float, tim
     done: list[Turn] = []
     for _ in range(turns):
         track = await person.wait_for(person.agent_audio_track, "agent audio track", timeout_s)
+        spoke_at = time.monotonic()
+        await person.mic.speak()
+        # Listening from the end of the question, not its start: the agent state says "listening" when the last
+        # line's playout ended in the worker, while that line's last audio is still on its way through the room
+        # (jitter buffer). The answer cannot start before the stand-in's 500 ms of silence after the question.
         watch = AgentAudioWatch(track)
         watch.start()
         try:
-            spoke_at = time.monotonic()
-            await person.mic.speak()
             heard_at = await watch.first_sound(timeout_s)
         finally:
             await watch.aclose()
-        done.append(Turn(connection, spoke_at, heard_at))
+        done.append(Turn(connection, spoke_at, heard_at, watch.heard_peak))
         await person.wait_for(lambda at=spoke_at: person.spoke_since(at), "spoken answer", timeout_s)
         await person.wait_until_listening(timeout_s)
     return done
@@ -203,6 +207,15 @@ async def measure(
             split = split_turn(by_connection.get(turn.connection, []), turn.spoke_at, turn.heard_at)
             if split is None:
                 unmatched += 1
+                stops = [
+                    round(e["at"] - turn.spoke_at, 3)
+                    for e in by_connection.get(turn.connection, [])
+                    if e["kind"] == "speech_stopped" and e["at"] >= turn.spoke_at
+                ]
+                errors.append(
+                    f"unmatched: heard {turn.heard_at - turn.spoke_at:.3f} s after speaking "
+                    f"(peak {turn.peak}); speech_stopped at {stops[:2]} s"
+                )
             else:
                 splits.append(split)
     return splits, unmatched, errors

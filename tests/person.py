@@ -366,6 +366,7 @@ class AgentAudioWatch:
         self.track = track
         self.threshold = threshold
         self.heard_at: float | None = None  # monotonic: when the loud frame reached this process
+        self.heard_peak = 0  # that frame's loudest sample
         self._stream: rtc.AudioStream | None = None
         self._task: asyncio.Task[None] | None = None
         self._heard = asyncio.Event()
@@ -377,8 +378,10 @@ class AgentAudioWatch:
     async def _listen(self, stream: rtc.AudioStream) -> None:
         async for event in stream:
             samples = np.frombuffer(event.frame.data, dtype=np.int16)
-            if samples.size and int(np.max(np.abs(samples.astype(np.int32)))) >= self.threshold:
+            peak = int(np.max(np.abs(samples.astype(np.int32)))) if samples.size else 0
+            if peak >= self.threshold:
                 self.heard_at = time.monotonic()
+                self.heard_peak = peak
                 self._heard.set()
                 return
 
