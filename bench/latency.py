@@ -238,7 +238,7 @@ def main(argv: list[str] | None = None) -> int:
         p.error("--sizes must be between 1 and 50")
     if not 1 <= args.turns <= 50 or not 1 <= args.rounds <= 20:
         p.error("--turns must be between 1 and 50 and --rounds between 1 and 20")
-    lift_page_service_limits(max(sizes))
+    lift_page_service_limits(max(sizes), rounds=2 * args.rounds * len(sizes))
     load_start = os.getloadavg()
     host_reference = reference_in_subprocess()
     worker_env = {"LEXVOZ_MAX_JOBS": str(max(sizes) + 1)}

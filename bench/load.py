@@ -434,10 +434,10 @@ def main(argv: list[str] | None = None) -> int:
         if not sep or not name.startswith(("LEXVOZ_", "OTEL_")):
             p.error(f"--worker-env wants LEXVOZ_NAME=VALUE, got {item!r}")
         worker_env[name] = value
-    lift_page_service_limits(args.sessions)
+    order = round_order(args.rounds, baseline=not args.no_baseline)
+    lift_page_service_limits(args.sessions, len(order))
     load_start = os.getloadavg()
     host_reference = reference_in_subprocess()  # before the stack: the host's own speed, comparable across days
-    order = round_order(args.rounds, baseline=not args.no_baseline)
     runs = run_rounds(args, order, worker_env)
     lexvoz = combine_rounds([r for r in runs if r["agent"] == "lexvoz"])
     bare = combine_rounds([r for r in runs if r["agent"] == "bare"])
@@ -494,14 +494,18 @@ def run_rounds(args: argparse.Namespace, order: Sequence[Variant], worker_env: d
     return runs
 
 
-def lift_page_service_limits(sessions: int) -> None:
+def lift_page_service_limits(sessions: int, rounds: int = 1) -> None:
     """Every person asks the page service from 127.0.0.1: lift its per-address limits for this run only (the
     agent requests' follows the token requests'; people waiting re-ask for an agent every few seconds), and its
-    whole-service caps. The stack's programs inherit this process's environment."""
+    whole-service caps. The stack's programs inherit this process's environment.
+
+    `rounds`: workers run one after another against the same page service. A room that was joined and closed
+    between two of its census reads still counts as a session nobody joined (for its token's lifetime), so the
+    caps on those grow with every round's people, or a later round is refused with 429."""
     os.environ["LEXVOZ_TOKEN_REQUESTS_PER_MINUTE"] = str(min(1000, max(10, sessions * 15)))
-    os.environ["LEXVOZ_MAX_CONVERSATIONS"] = str(max(50, sessions * 2))
+    os.environ["LEXVOZ_MAX_CONVERSATIONS"] = str(max(50, sessions * 2 * rounds))
     os.environ["LEXVOZ_MAX_DISPATCHES_PER_MINUTE"] = str(max(60, sessions * 15))
-    os.environ["LEXVOZ_MAX_PENDING_SESSIONS_PER_CLIENT"] = str(max(3, sessions * 2))
+    os.environ["LEXVOZ_MAX_PENDING_SESSIONS_PER_CLIENT"] = str(max(3, sessions * 2 * rounds))
 
 
 def rehearsal_stack(
