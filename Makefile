@@ -146,6 +146,7 @@ format: $(STAMP)
 
 bench: $(STAMP) livekit-server
 	$(PY) bench/load.py --sessions 10
+	$(PY) bench/latency.py
 	$(PY) bench/bargein.py
 	$(PY) bench/gateway.py
 	$(PY) bench/search.py

@@ -22,6 +22,17 @@ question). It prints one JSON line and writes `bench/results/load.json`:
   fixed work timed before the stack starts (`bench/hostspeed.py`), since this machine has run the same code
   twice as fast on one day as on another.
 
+**The bare baseline.** Unless `--no-baseline`, the same people are run against a bare livekit-agents agent
+(`bench/bare_agent.py`: the same Realtime plugin, model options and stand-in, the framework's defaults otherwise,
+no tool) in the same run, rounds alternating with Lexvoz's (`--rounds R`: lexvoz, bare, lexvoz, bare, ... R
+rounds of each, each round a fresh worker against the same livekit-server, stand-in and search server). The
+bare agent cannot answer with evidence, so its people ask the same typed and spoken question and wait for
+the spoken answer (`answered`: people whose two questions were both answered aloud); `completed` and
+`evidence_lost` are the Lexvoz rounds' own. With several rounds the figures are medians over rounds (people
+counts: the worst round; lost evidence and errors: summed), each round's own in `per_round`. Beside the Lexvoz keys
+the JSON then has `baseline` (the same figures for the bare agent) and `cpu_ratio_vs_bare` / `rss_ratio_vs_bare`:
+the worker's CPU seconds per conversation-minute and RSS per conversation, Lexvoz over bare (goal: both ≤ 1.10).
+
 With `--queue`, people behave as they do with a full host: each leaves when done, and whoever found no
 free agent waits for one the way the page does (asking `POST /api/agent` again), for up to `--wait-s`;
 `listen_*` then includes that wait, and `waited` counts the people who had to.
@@ -37,13 +48,15 @@ import json
 import os
 import platform
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # `python bench/load.py` from the repository root
@@ -68,7 +81,83 @@ TYPED_QUESTIONS = (
     "¿Cuánto dura el periodo presidencial?",
     "¿Qué derechos tienen los trabajadores?",
 )
-TARGETS = {"listen_p95_s": 5.0, "tool_p95_ms": 100.0, "rss_mb_per_session": 80.0}
+TARGETS = {
+    "listen_p95_s": 5.0,
+    "tool_p95_ms": 100.0,
+    "rss_mb_per_session": 80.0,
+    "cpu_ratio_vs_bare": 1.10,
+    "rss_ratio_vs_bare": 1.10,
+}
+BARE_AGENT = ROOT / "bench" / "bare_agent.py"
+Variant = Literal["lexvoz", "bare"]
+
+
+def round_order(rounds: int, *, baseline: bool) -> list[Variant]:
+    """The workers of a run, in order: Lexvoz and bare alternating, `rounds` of each (Lexvoz alone without a
+    baseline). Alternating spreads a drift of the shared host (another job starting, a thermal step) over both
+    agents instead of loading it onto whichever ran last."""
+    one: list[Variant] = ["lexvoz", "bare"] if baseline else ["lexvoz"]
+    return one * rounds
+
+
+def ratio(numerator: float | None, denominator: float | None) -> float | None:
+    """`numerator / denominator` to 3 decimals; None when either is missing or the denominator is not positive."""
+    if numerator is None or denominator is None or denominator <= 0:
+        return None
+    return round(numerator / denominator, 3)
+
+
+# Figures that are medians over rounds; people counts take the worst round and losses add up.
+MEDIAN_KEYS = (
+    "listen_p50_s",
+    "listen_p95_s",
+    "greeted_p50_s",
+    "greeted_p95_s",
+    "tool_p50_ms",
+    "tool_p95_ms",
+    "rss_mb_per_session",
+    "pss_mb_per_session",
+    "cpu_s_per_session_minute",
+    "conversation_minutes",
+    "talk_window_s",
+)
+WORST_KEYS = ("got_agent", "completed", "answered")
+SUM_KEYS = ("evidence_lost", "waited", "error_count")
+
+
+def combine_rounds(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """One variant's figures over its rounds: medians of the measures, the worst round's people counts, losses
+    and errors summed. One round gives back that round's figures unchanged (but for `rounds`)."""
+    if not runs:
+        return {}
+    combined: dict[str, Any] = dict(runs[0])
+    for key in (k for k in MEDIAN_KEYS if k in combined):
+        values = [r[key] for r in runs if r.get(key) is not None]
+        combined[key] = round(statistics.median(values), 2) if values else None
+    for key in (k for k in WORST_KEYS if k in combined):
+        values = [r[key] for r in runs if r.get(key) is not None]
+        combined[key] = min(values) if values else None
+    for key in (k for k in SUM_KEYS if k in combined):
+        counted = [r[key] for r in runs if r.get(key) is not None]
+        combined[key] = sum(counted) if counted else None
+    if len(runs) > 1:
+        kinds: Counter[str] = Counter()
+        for r in runs:
+            kinds.update(r.get("answers_without_evidence") or {})
+        combined["answers_without_evidence"] = dict(kinds)
+        combined["errors"] = [e for r in runs for e in r.get("errors", [])][:10]
+        combined["programs"] = {}  # each round's own are in `per_round`
+        combined.pop("round", None)
+    combined["rounds"] = len(runs)
+    return combined
+
+
+def compare_with_bare(lexvoz: dict[str, Any], bare: dict[str, Any]) -> dict[str, float | None]:
+    """Lexvoz over the bare agent, for the worker's CPU per conversation-minute and RSS per conversation."""
+    return {
+        "cpu_ratio_vs_bare": ratio(lexvoz.get("cpu_s_per_session_minute"), bare.get("cpu_s_per_session_minute")),
+        "rss_ratio_vs_bare": ratio(lexvoz.get("rss_mb_per_session"), bare.get("rss_mb_per_session")),
+    }
 
 
 def _index_cache(data_dir: Path) -> tuple[Path, bool]:
@@ -124,6 +213,7 @@ class Outcome:
         self.greeted_s: float | None = None
         self.tool_ms: list[float] = []
         self.completed = 0
+        self.answered = 0  # questions answered aloud (the bare agent's runs, which have no evidence)
         self.not_completed: list[str] = []  # "failed: <reason>" or "discarded", one per answer without evidence
         self.lost: list[str] = []
         self.error: str | None = None
@@ -147,15 +237,22 @@ def conversation_minutes(outcomes: list[Outcome], window_end: float) -> float:
 
 
 async def one_person(
-    index: int, web_url: str, http: aiohttp.ClientSession, timeout_s: float, gate: Gate, queue_wait_s: float | None
+    index: int,
+    web_url: str,
+    http: aiohttp.ClientSession,
+    timeout_s: float,
+    gate: Gate,
+    queue_wait_s: float | None,
+    variant: Variant = "lexvoz",
 ) -> Outcome:
     """One person's visit. `queue_wait_s`: wait up to this long for a free agent, as the page does, and leave
-    when done; None: expect an agent at once and stay until everyone is done (peak memory with all in)."""
+    when done; None: expect an agent at once and stay until everyone is done (peak memory with all in).
+    Against the bare agent (`variant="bare"`) the same questions are asked and only the spoken answers awaited."""
     out = Outcome(index)
     person: Person | None = None
     t0 = time.monotonic()
     try:
-        person = await Person.from_page_service(web_url, http)
+        person = await Person.from_page_service(web_url, http, lexvoz=variant == "lexvoz")
         await asyncio.wait_for(person.connect(), timeout_s)
         if queue_wait_s is not None:
             out.waited = await person.wait_for_agent(web_url, http, queue_wait_s) > 0
@@ -166,6 +263,10 @@ async def one_person(
         out.greeted_s = time.monotonic() - t0
         seen: set[str] = set()
         for typed in (TYPED_QUESTIONS[index % len(TYPED_QUESTIONS)], None):
+            if variant == "bare":
+                await person.ask_aloud(typed=typed, within=timeout_s)
+                out.answered += 1
+                continue
             started, outcome = await person.ask(typed=typed, within=timeout_s, exclude=seen)
             seen.add(started.call_id)
             if outcome.type == "completed":
@@ -197,14 +298,23 @@ async def one_person(
     return out
 
 
-def start_more_workers(stack: Stack, count: int) -> list[subprocess.Popen[bytes]]:
-    """Workers beyond the stack's own: one process per core, all registered with the same livekit-server."""
+def worker_command(variant: Variant) -> list[str]:
+    """How a round's worker is started: the Lexvoz worker, or the bare agent through livekit-agents' own CLI."""
+    if variant == "lexvoz":
+        return [sys.executable, "-m", "agent", "start"]
+    return [sys.executable, "-m", "livekit.agents", "start", str(BARE_AGENT)]
+
+
+def start_workers(
+    stack: Stack, count: int, variant: Variant = "lexvoz", tag: str = ""
+) -> list[subprocess.Popen[bytes]]:
+    """A round's workers (one per core is the advice), all registered with the stack's livekit-server."""
     procs: list[subprocess.Popen[bytes]] = []
     env = {**stack.common_env(), **stack.opts.worker_env}
-    args = [sys.executable, "-m", "agent", "start"]
+    args = worker_command(variant)
     try:
-        for n in range(2, count + 1):
-            log = stack.opts.log_dir / f"worker-{n}.log"
+        for n in range(1, count + 1):
+            log = stack.opts.log_dir / f"{variant}-worker-{n}{tag}.log"
             with open(log, "ab") as out:
                 proc = subprocess.Popen(args, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
             procs.append(proc)
@@ -218,15 +328,16 @@ def start_more_workers(stack: Stack, count: int) -> list[subprocess.Popen[bytes]
 
 async def drive(
     stack: Stack,
-    extra_workers: list[subprocess.Popen[bytes]],
+    workers: list[subprocess.Popen[bytes]],
     sessions: int,
     timeout_s: float,
     ramp_s: float,
     queue_wait_s: float | None = None,
+    variant: Variant = "lexvoz",
 ) -> dict[str, Any]:
     names = {c.name: c.proc.pid for c in stack.children}
     trees = [TreeStats(name, pid) for name, pid in names.items()]
-    trees += [TreeStats(f"worker-{n}", proc.pid) for n, proc in enumerate(extra_workers, start=2)]
+    trees += [TreeStats("worker" if n == 1 else f"worker-{n}", proc.pid) for n, proc in enumerate(workers, start=1)]
     trees.append(TreeStats("load-generator", os.getpid(), with_children=False))
     sampler = Sampler(trees)
     sampler.start()
@@ -235,7 +346,8 @@ async def drive(
     async with aiohttp.ClientSession() as http:
         tasks = []
         for i in range(sessions):
-            tasks.append(asyncio.create_task(one_person(i, stack.web_url, http, timeout_s, gate, queue_wait_s)))
+            person = one_person(i, stack.web_url, http, timeout_s, gate, queue_wait_s, variant)
+            tasks.append(asyncio.create_task(person))
             if ramp_s > 0:
                 await asyncio.sleep(ramp_s / sessions)  # the arrival pattern, not a wait for something
         # Everyone has either asked both questions or given up (each step is bounded, so this is too).
@@ -257,11 +369,14 @@ async def drive(
     tools = [ms for o in outcomes for ms in o.tool_ms]
     errors = [o.error for o in outcomes if o.error]
     minutes = conversation_minutes(outcomes, window_end)
+    bare = variant == "bare"
     return {
+        "agent": variant,
         "sessions": sessions,
         "got_agent": len(listen),
-        "completed": sum(1 for o in outcomes if o.completed == 2),
-        "evidence_lost": sum(len(o.lost) for o in outcomes),
+        "completed": None if bare else sum(1 for o in outcomes if o.completed == 2),
+        "answered": sum(1 for o in outcomes if o.answered == 2) if bare else None,
+        "evidence_lost": None if bare else sum(len(o.lost) for o in outcomes),
         "answers_without_evidence": dict(Counter(kind for o in outcomes for kind in o.not_completed)),
         "waited": sum(1 for o in outcomes if o.waited),
         "listen_p50_s": round(percentile(listen, 50), 2) if listen else None,
@@ -298,6 +413,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--worker-env", action="append", default=[], metavar="NAME=VALUE", help="extra worker setting")
     p.add_argument("--queue", action="store_true", help="people leave when done; the rest wait for a free agent")
     p.add_argument("--wait-s", type=float, default=900.0, help="with --queue: how long a person waits for an agent")
+    p.add_argument("--rounds", type=int, default=1, help="rounds of each agent, alternating (figures: medians)")
+    p.add_argument("--no-baseline", action="store_true", help="run Lexvoz only, without the bare agent's rounds")
     p.add_argument("--out", type=Path, default=RESULTS)
     p.add_argument("--keep-logs", type=Path, default=None, help="copy the stack's logs here at the end")
     args = p.parse_args(argv)
@@ -305,6 +422,8 @@ def main(argv: list[str] | None = None) -> int:
         p.error("--sessions must be between 1 and 200")
     if not 1 <= args.workers <= 16:
         p.error("--workers must be between 1 and 16")
+    if not 1 <= args.rounds <= 20:
+        p.error("--rounds must be between 1 and 20")
     # A queue is what a host with its default job limit does when more people come than it takes; room for all
     # would make it the all-at-once run instead.
     worker_env: dict[str, str] = {}
@@ -315,50 +434,21 @@ def main(argv: list[str] | None = None) -> int:
         if not sep or not name.startswith(("LEXVOZ_", "OTEL_")):
             p.error(f"--worker-env wants LEXVOZ_NAME=VALUE, got {item!r}")
         worker_env[name] = value
-    # Every person asks the page service from 127.0.0.1: lift its per-address limits for this run only (the
-    # agent requests' follows the token requests'; people waiting re-ask for an agent every few seconds),
-    os.environ["LEXVOZ_TOKEN_REQUESTS_PER_MINUTE"] = str(min(1000, max(10, args.sessions * 15)))
-    # and its whole-service caps.
-    os.environ["LEXVOZ_MAX_CONVERSATIONS"] = str(max(50, args.sessions * 2))
-    os.environ["LEXVOZ_MAX_DISPATCHES_PER_MINUTE"] = str(max(60, args.sessions * 15))
-    os.environ["LEXVOZ_MAX_PENDING_SESSIONS_PER_CLIENT"] = str(max(3, args.sessions * 2))
+    order = round_order(args.rounds, baseline=not args.no_baseline)
+    lift_page_service_limits(args.sessions, len(order))
     load_start = os.getloadavg()
     host_reference = reference_in_subprocess()  # before the stack: the host's own speed, comparable across days
-    with tempfile.TemporaryDirectory(prefix="lexvoz-load-") as tmp:
-        base = Path(tmp)
-        data_dir = base / "data"
-        data_dir.mkdir()
-        cached, seeded = _index_cache(data_dir)
-        options = StackOptions(
-            livekit_port=_livekit_port(),
-            search_port=free_port(),
-            web_port=free_port(),
-            standin_port=free_port(),
-            rehearsal=True,
-            source=constitution.require(),
-            data_dir=data_dir,
-            log_dir=base / "log",
-            ledger_path=base / "ledger.sqlite3",
-            standin_args=["--speed", str(args.speed), "--fallback-transcript", SPOKEN_QUESTION],
-            worker_env=worker_env,
-        )
-        stack = Stack(options)
-        stack.start()
-        extra: list[subprocess.Popen[bytes]] = []
-        try:
-            if not seeded:
-                _save_index(data_dir, cached)
-            extra = start_more_workers(stack, args.workers)
-            queue_wait_s = args.wait_s if args.queue else None
-            figures = asyncio.run(drive(stack, extra, args.sessions, args.timeout_s, args.ramp_s, queue_wait_s))
-        finally:
-            for proc in extra:
-                _terminate(proc)
-            stack.stop()
-            if args.keep_logs is not None:
-                shutil.copytree(base / "log", args.keep_logs, dirs_exist_ok=True)
+    runs = run_rounds(args, order, worker_env)
+    lexvoz = combine_rounds([r for r in runs if r["agent"] == "lexvoz"])
+    bare = combine_rounds([r for r in runs if r["agent"] == "bare"])
+    figures = {**lexvoz, "rounds": args.rounds}
+    if len(runs) > 1:
+        figures["per_round"] = runs
+    if bare:
+        figures = {**figures, "baseline": bare, **compare_with_bare(lexvoz, bare)}
     figures = {
         **figures,
+        "round_order": order,
         "targets": TARGETS,
         "worker_env": worker_env,
         "standin_speed": args.speed,
@@ -372,7 +462,75 @@ def main(argv: list[str] | None = None) -> int:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(figures, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     print(json.dumps(figures, ensure_ascii=False))
-    return 0 if figures["completed"] == args.sessions and figures["evidence_lost"] == 0 else 1
+    served = figures["completed"] == args.sessions and figures["evidence_lost"] == 0
+    return 0 if served and (not bare or bare["answered"] == args.sessions) else 1
+
+
+def run_rounds(args: argparse.Namespace, order: Sequence[Variant], worker_env: dict[str, str]) -> list[dict[str, Any]]:
+    """One stack for the whole run; each round a fresh worker of its variant, stopped before the next starts."""
+    runs: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="lexvoz-load-") as tmp:
+        base = Path(tmp)
+        stack, cached, seeded = rehearsal_stack(base, speed=args.speed, worker_env=worker_env)
+        stack.start()
+        try:
+            if not seeded:
+                _save_index(stack.opts.data_dir, cached)
+            queue_wait_s = args.wait_s if args.queue else None
+            for n, variant in enumerate(order, start=1):
+                workers = start_workers(stack, args.workers, variant, tag=f"-round-{n}")
+                try:
+                    figures = asyncio.run(
+                        drive(stack, workers, args.sessions, args.timeout_s, args.ramp_s, queue_wait_s, variant)
+                    )
+                finally:
+                    for proc in workers:
+                        _terminate(proc)
+                runs.append({"round": n, **figures})
+        finally:
+            stack.stop()
+            if args.keep_logs is not None:
+                shutil.copytree(base / "log", args.keep_logs, dirs_exist_ok=True)
+    return runs
+
+
+def lift_page_service_limits(sessions: int, rounds: int = 1) -> None:
+    """Every person asks the page service from 127.0.0.1: lift its per-address limits for this run only (the
+    agent requests' follows the token requests'; people waiting re-ask for an agent every few seconds), and its
+    whole-service caps. The stack's programs inherit this process's environment.
+
+    `rounds`: workers run one after another against the same page service. A room that was joined and closed
+    between two of its census reads still counts as a session nobody joined (for its token's lifetime), so the
+    caps on those grow with every round's people, or a later round is refused with 429."""
+    os.environ["LEXVOZ_TOKEN_REQUESTS_PER_MINUTE"] = str(min(1000, max(10, sessions * 15)))
+    os.environ["LEXVOZ_MAX_CONVERSATIONS"] = str(max(50, sessions * 2 * rounds))
+    os.environ["LEXVOZ_MAX_DISPATCHES_PER_MINUTE"] = str(max(60, sessions * 15))
+    os.environ["LEXVOZ_MAX_PENDING_SESSIONS_PER_CLIENT"] = str(max(3, sessions * 2 * rounds))
+
+
+def rehearsal_stack(
+    base: Path, *, speed: float, worker_env: dict[str, str], standin_args: Sequence[str] = ()
+) -> tuple[Stack, Path, bool]:
+    """The whole stack in rehearsal mode on free loopback ports under `base`, with no worker: each round starts
+    its own. Returns the stack (not started), the cached index's path and whether the index was seeded from it."""
+    data_dir = base / "data"
+    data_dir.mkdir()
+    cached, seeded = _index_cache(data_dir)
+    options = StackOptions(
+        livekit_port=_livekit_port(),
+        search_port=free_port(),
+        web_port=free_port(),
+        standin_port=free_port(),
+        rehearsal=True,
+        source=constitution.require(),
+        data_dir=data_dir,
+        log_dir=base / "log",
+        ledger_path=base / "ledger.sqlite3",
+        standin_args=["--speed", str(speed), "--fallback-transcript", SPOKEN_QUESTION, *standin_args],
+        worker_env=worker_env,
+        start_worker=False,
+    )
+    return Stack(options), cached, seeded
 
 
 if __name__ == "__main__":

@@ -26,6 +26,7 @@ class ControlApi:
     def add_routes(self, app: web.Application) -> None:
         app.router.add_get("/healthz", self._healthz)
         app.router.add_get("/control/events", self._control_events)
+        app.router.add_get("/control/timings", self._control_timings)
         app.router.add_post("/control/speech_started", self._control_speech_started)
         app.router.add_post("/control/user_turn", self._control_user_turn)
         app.router.add_post("/control/function_call", self._control_function_call)
@@ -40,6 +41,17 @@ class ControlApi:
         except ValueError:
             return web.json_response({"error": "since must be an integer"}, status=400)
         return web.json_response([p.summarize_client_event(e) for e in self.standin.received[since:]])
+
+    async def _control_timings(self, request: web.Request) -> web.Response:
+        """The turn timings (kinds, ids, monotonic times; no text) from absolute position `since` on."""
+        try:
+            since = int(request.query.get("since", "0"))
+        except ValueError:
+            return web.json_response({"error": "since must be an integer"}, status=400)
+        timings = self.standin.timings
+        return web.json_response(
+            {"next": timings.total, "connections": len(self.standin.connections), "entries": timings.since(since)}
+        )
 
     async def _control_speech_started(self, request: web.Request) -> web.Response:
         try:

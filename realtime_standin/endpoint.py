@@ -8,8 +8,10 @@ server events out through a single ordered queue, recording both directions in t
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
+from collections.abc import Callable
 
 from aiohttp import WSMsgType, web
 
@@ -17,6 +19,7 @@ from .event_log import EventLog
 from .options import ConnectionOptions
 from .protocol import JsonDict
 from .session import RealtimeConnection
+from .timings import TurnTimings
 
 logger = logging.getLogger("realtime_standin")
 
@@ -27,6 +30,7 @@ class RealtimeEndpoint(EventLog):
     options: ConnectionOptions
     connections: list[RealtimeConnection]
     rejected_handshakes: int
+    timings: TurnTimings
     _sockets: set[web.WebSocketResponse]
 
     @staticmethod
@@ -45,13 +49,16 @@ class RealtimeEndpoint(EventLog):
         self._sockets.add(ws)
         outbox: asyncio.Queue[JsonDict | None] = asyncio.Queue()
         conn = self._open_connection(request.query.get("model", "gpt-realtime"), outbox)
-        writer_task = asyncio.create_task(_write_events(ws, outbox), name="standin-writer")
+        number = len(self.connections)
+        written = functools.partial(self.timings.written, number)
+        writer_task = asyncio.create_task(_write_events(ws, outbox, written), name="standin-writer")
         conn.start()
         self._notify()
         try:
-            await self._read_events(ws, conn)
+            await self._read_events(ws, conn, number)
         finally:
             conn.close()
+            self.timings.forget(number)
             outbox.put_nowait(None)
             writer_task.cancel()
             await asyncio.gather(writer_task, return_exceptions=True)
@@ -73,10 +80,11 @@ class RealtimeEndpoint(EventLog):
         logger.info("client connected (connection %d)", len(self.connections))
         return conn
 
-    async def _read_events(self, ws: web.WebSocketResponse, conn: RealtimeConnection) -> None:
+    async def _read_events(self, ws: web.WebSocketResponse, conn: RealtimeConnection, number: int) -> None:
         async for msg in ws:
             if msg.type != WSMsgType.TEXT:
                 continue
+            received_at = self.timings.now()
             try:
                 event = json.loads(msg.data)
             except ValueError:
@@ -84,7 +92,11 @@ class RealtimeEndpoint(EventLog):
                 continue
             if isinstance(event, dict):
                 self._record_received(event)
+            before = conn.active_response
             conn.handle(event)
+            started = conn.active_response
+            if started is not None and started is not before and event.get("type") == "response.create":
+                self.timings.response_requested(number, started.id, received_at)
 
 
 def _missing_key_response() -> web.Response:
@@ -103,8 +115,11 @@ def _missing_key_response() -> web.Response:
     )
 
 
-async def _write_events(ws: web.WebSocketResponse, outbox: asyncio.Queue[JsonDict | None]) -> None:
+async def _write_events(
+    ws: web.WebSocketResponse, outbox: asyncio.Queue[JsonDict | None], written: Callable[[JsonDict], None]
+) -> None:
     while (event := await outbox.get()) is not None:
         if ws.closed:
             return
         await ws.send_str(json.dumps(event, ensure_ascii=False))
+        written(event)  # after the write: what the stand-in took to get it out counts as its own time

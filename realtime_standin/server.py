@@ -36,6 +36,7 @@ from .policy import (
 )
 from .protocol import JsonDict
 from .session import RealtimeConnection
+from .timings import TurnTimings
 
 __all__ = ["REALTIME_PATH", "EventPredicate", "JsonDict", "RealtimeStandIn", "is_loopback"]
 
@@ -111,6 +112,8 @@ class RealtimeStandIn(RealtimeEndpoint):
         """Every server event, in send order (audio deltas elided)."""
         self.connections: list[RealtimeConnection] = []
         self.rejected_handshakes = 0
+        self.timings = TurnTimings()
+        """When turns ended and answers went out, per connection (``/control/timings``)."""
         self._signal = asyncio.Event()
         self._runner: web.AppRunner | None = None
         self._sockets: set[web.WebSocketResponse] = set()

@@ -6,6 +6,11 @@ that sends silence with bursts of tone where a person would speak (the Realtime 
 turns a burst into a user turn), types questions on `lk.chat`, and records with timestamps what the
 agent publishes on `lexvoz.research` and whether the agent is still in the room. Every wait is bounded
 and wakes on room events, never on a fixed sleep.
+
+It also talks to an agent that is not Lexvoz (the benchmarks' bare livekit-agents baseline): with
+`lexvoz=False` it knows the agent hears it without Lexvoz's model attribute, and `ask_aloud` asks a question
+and waits for the spoken answer without expecting evidence. `AgentAudioWatch` notes when the agent's voice is
+first heard, for the voice-to-voice latency benchmark.
 """
 
 from __future__ import annotations
@@ -30,6 +35,9 @@ CHAT_TOPIC = "lk.chat"
 TRANSCRIPTION_TOPIC = "lk.transcription"
 AGENT_STATE_ATTRIBUTE = "lk.agent.state"
 MODEL_ATTRIBUTE = "lexvoz.model"
+# The agent's voice is "heard" from the first frame with a sample at least this loud (int16): the stand-in's
+# quietest voice peaks near 1,000, and the agent's track carries digital silence (0) between its lines.
+AGENT_AUDIO_THRESHOLD = 100
 SAMPLE_RATE = 48_000
 FRAME_MS = 100
 SAMPLES_PER_FRAME = SAMPLE_RATE * FRAME_MS // 1000
@@ -130,6 +138,8 @@ class Person:
     agent_left: bool = False
     greeted: bool = False
     mic_subscribed: bool = False
+    lexvoz: bool = True  # False: the agent is the bare baseline (no Lexvoz attributes, no evidence)
+    agent_states: list[tuple[float, str]] = field(default_factory=list)  # (monotonic, lk.agent.state) as changed
     _signal: asyncio.Event = field(default_factory=asyncio.Event)
     _readers: set[asyncio.Task[None]] = field(default_factory=set)
 
@@ -137,19 +147,19 @@ class Person:
         self.room.on("data_received", self._on_data)
         self.room.on("participant_connected", self._on_joined)
         self.room.on("participant_disconnected", self._on_left)
-        self.room.on("participant_attributes_changed", lambda *_: self._poke())
+        self.room.on("participant_attributes_changed", self._on_attributes)
         self.room.on("local_track_subscribed", self._on_mic_subscribed)
         self.room.register_text_stream_handler(RESEARCH_TOPIC, self._on_research_stream)
         self.room.register_text_stream_handler(TRANSCRIPTION_TOPIC, self._on_transcription)
 
     @classmethod
-    async def from_page_service(cls, web_url: str, http: aiohttp.ClientSession) -> Person:
+    async def from_page_service(cls, web_url: str, http: aiohttp.ClientSession, *, lexvoz: bool = True) -> Person:
         """What the page does: `POST /api/session` for a fresh room and a token that dispatches the agent."""
         async with http.post(f"{web_url.rstrip('/')}/api/session", timeout=aiohttp.ClientTimeout(total=15)) as resp:
             if resp.status != 200:
                 raise RuntimeError(f"POST /api/session answered {resp.status}: {await resp.text()}")
             body = await resp.json()
-        return cls({k: str(body[k]) for k in ("url", "token", "room", "identity")})
+        return cls({k: str(body[k]) for k in ("url", "token", "room", "identity")}, lexvoz=lexvoz)
 
     @property
     def name(self) -> str:
@@ -203,6 +213,12 @@ class Person:
         if participant.kind == rtc.ParticipantKind.PARTICIPANT_KIND_AGENT:
             self.agent_identity = participant.identity
             self.agent_left = False
+        self._poke()
+
+    def _on_attributes(self, changed: dict[str, str], participant: rtc.Participant) -> None:
+        state = changed.get(AGENT_STATE_ATTRIBUTE)
+        if state is not None and participant.identity == self.agent_identity:
+            self.agent_states.append((time.monotonic(), state))
         self._poke()
 
     def _on_left(self, participant: rtc.RemoteParticipant) -> None:
@@ -279,7 +295,11 @@ class Person:
         if self.agent_identity is None or self.agent_left or not self.mic_subscribed:
             return False
         agent = self.room.remote_participants.get(self.agent_identity)
-        return agent is not None and agent.attributes.get(MODEL_ATTRIBUTE) == "connected"
+        if agent is None:
+            return False
+        if not self.lexvoz:  # no model attribute: the agent's session has started (it is past initializing)
+            return agent.attributes.get(AGENT_STATE_ATTRIBUTE, "initializing") != "initializing"
+        return agent.attributes.get(MODEL_ATTRIBUTE) == "connected"
 
     async def wait_until_heard(self, within: float) -> None:
         await self.wait_for(self.hears, "agent that hears us", within)
@@ -303,6 +323,78 @@ class Person:
         outcome = await self.wait_for(lambda: self.outcome_of(started.call_id), "evidence outcome", within)
         return started, outcome
 
+    def spoke_since(self, mark: float) -> bool:
+        """The agent has been speaking at some moment after `mark` (monotonic)."""
+        return any(at >= mark and state == "speaking" for at, state in self.agent_states)
+
+    async def ask_aloud(self, *, typed: str | None, within: float) -> float:
+        """One question, typed or spoken (None), to any agent: returns once the agent has spoken after it and
+        listens again (the answer is over). No evidence is expected: this is how the benchmarks talk to the bare
+        baseline agent, so its conversations last as long as Lexvoz's. Returns when the answer began (monotonic)."""
+        mark = time.monotonic()
+        if typed is not None:
+            await self.room.local_participant.send_text(typed, topic=CHAT_TOPIC)
+        else:
+            await self.mic.speak()
+        await self.wait_for(lambda: self.spoke_since(mark), "spoken answer", within)
+        began = next(at for at, state in self.agent_states if at >= mark and state == "speaking")
+        await self.wait_until_listening(within)
+        return began
+
+    def agent_audio_track(self) -> rtc.RemoteAudioTrack | None:
+        """The agent's voice, once we are subscribed to it."""
+        agent = self.room.remote_participants.get(self.agent_identity or "")
+        if agent is None:
+            return None
+        for publication in agent.track_publications.values():
+            if isinstance(publication.track, rtc.RemoteAudioTrack):
+                return publication.track
+        return None
+
     def lost_evidence(self) -> list[str]:
         """Call ids that were `started` but never completed, failed or were discarded."""
         return [m.call_id for m in self.messages if m.type == "started" and self.outcome_of(m.call_id) is None]
+
+
+class AgentAudioWatch:
+    """Notes when the agent's voice is first heard after `start()`: the first frame with a loud enough sample.
+
+    Reading the agent's audio costs the load generator a frame event every 10 ms, so a watch runs only from just
+    before a question to the first sound of its answer, not for the whole conversation."""
+
+    def __init__(self, track: rtc.RemoteAudioTrack, threshold: int = AGENT_AUDIO_THRESHOLD) -> None:
+        self.track = track
+        self.threshold = threshold
+        self.heard_at: float | None = None  # monotonic: when the loud frame reached this process
+        self.heard_peak = 0  # that frame's loudest sample
+        self._stream: rtc.AudioStream | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._heard = asyncio.Event()
+
+    def start(self) -> None:
+        self._stream = rtc.AudioStream(self.track, sample_rate=SAMPLE_RATE, num_channels=1)
+        self._task = asyncio.create_task(self._listen(self._stream), name="agent-audio-watch")
+
+    async def _listen(self, stream: rtc.AudioStream) -> None:
+        async for event in stream:
+            samples = np.frombuffer(event.frame.data, dtype=np.int16)
+            peak = int(np.max(np.abs(samples.astype(np.int32)))) if samples.size else 0
+            if peak >= self.threshold:
+                self.heard_at = time.monotonic()
+                self.heard_peak = peak
+                self._heard.set()
+                return
+
+    async def first_sound(self, within: float) -> float:
+        """The monotonic time the agent was first heard; TimeoutError after `within` seconds."""
+        await asyncio.wait_for(self._heard.wait(), within)
+        assert self.heard_at is not None
+        return self.heard_at
+
+    async def aclose(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        if self._stream is not None:
+            await self._stream.aclose()

@@ -23,3 +23,165 @@ def test_conversation_minutes_count_only_the_time_an_agent_heard_each_person() -
         _outcome(heard_at=50.0, left_at=900.0),  # counted up to the moment the CPU was read
     ]
     assert conversation_minutes(people, window_end=250.0) == pytest.approx((60 + 240 + 200) / 60)
+
+
+# -- the bare baseline: order of the rounds, their combination, the ratios --------------------------------------
+
+
+def test_rounds_alternate_lexvoz_and_bare_so_a_drift_of_the_host_falls_on_both() -> None:
+    from bench.load import round_order
+
+    assert round_order(3, baseline=True) == ["lexvoz", "bare", "lexvoz", "bare", "lexvoz", "bare"]
+    assert round_order(2, baseline=False) == ["lexvoz", "lexvoz"]
+
+
+def test_ratios_are_lexvoz_over_bare_for_worker_cpu_per_minute_and_rss_per_conversation() -> None:
+    from bench.load import compare_with_bare
+
+    lexvoz = {"cpu_s_per_session_minute": 6.6, "rss_mb_per_session": 330.0}
+    bare = {"cpu_s_per_session_minute": 6.0, "rss_mb_per_session": 300.0}
+    assert compare_with_bare(lexvoz, bare) == {"cpu_ratio_vs_bare": 1.1, "rss_ratio_vs_bare": 1.1}
+    # A bare round that measured nothing gives no ratio rather than a division by zero or a flattering figure.
+    assert compare_with_bare(lexvoz, {"cpu_s_per_session_minute": None, "rss_mb_per_session": 0.0}) == {
+        "cpu_ratio_vs_bare": None,
+        "rss_ratio_vs_bare": None,
+    }
+
+
+def _round(cpu: float, rss: float, completed: int, lost: int, errors: list[str]) -> dict[str, object]:
+    return {
+        "agent": "lexvoz",
+        "sessions": 4,
+        "got_agent": 4,
+        "completed": completed,
+        "answered": None,
+        "evidence_lost": lost,
+        "cpu_s_per_session_minute": cpu,
+        "rss_mb_per_session": rss,
+        "listen_p95_s": None,
+        "answers_without_evidence": {"failed: timeout": 1} if lost else {},
+        "errors": errors,
+        "error_count": len(errors),
+        "programs": {"worker": {"cpu_s": cpu}},
+    }
+
+
+def test_rounds_combine_as_medians_with_the_worst_people_count_and_every_loss_kept() -> None:
+    from bench.load import combine_rounds
+
+    runs = [_round(5.0, 300, 4, 0, []), _round(9.0, 310, 3, 1, ["TimeoutError: x"]), _round(6.0, 290, 4, 0, [])]
+    combined = combine_rounds(runs)
+    assert combined["cpu_s_per_session_minute"] == 6.0 and combined["rss_mb_per_session"] == 300
+    assert combined["completed"] == 3  # one round left a person without evidence: the run says so
+    assert combined["evidence_lost"] == 1 and combined["error_count"] == 1
+    assert combined["errors"] == ["TimeoutError: x"]
+    assert combined["answers_without_evidence"] == {"failed: timeout": 1}
+    assert combined["answered"] is None and combined["listen_p95_s"] is None  # not measured stays not measured
+    assert combined["rounds"] == 3
+
+
+def test_one_round_combines_to_its_own_figures() -> None:
+    from bench.load import combine_rounds
+
+    one = _round(5.0, 300, 4, 0, [])
+    combined = combine_rounds([one])
+    assert {k: v for k, v in combined.items() if k != "rounds"} == one
+
+
+# -- the bare agent itself -----------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def bare_agent(monkeypatch: pytest.MonkeyPatch):
+    import importlib
+
+    from agent.settings import get_settings
+
+    monkeypatch.setenv("LEXVOZ_REHEARSAL", "1")
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
+    monkeypatch.setenv("LEXVOZ_MAX_JOBS", "3")
+    monkeypatch.setenv("LEXVOZ_JOB_EXECUTOR", "thread")
+    monkeypatch.setenv("LEXVOZ_IDLE_PROCESSES", "2")
+    get_settings.cache_clear()
+    import bench.bare_agent as module
+
+    yield importlib.reload(module)
+    get_settings.cache_clear()
+
+
+def test_the_bare_agent_has_no_tool_and_lexvoz_s_model_options(bare_agent) -> None:
+    from agent.settings import get_settings
+    from agent.voice.conversation import build_realtime_model
+
+    assert bare_agent.BareAgent().tools == []
+    bare = bare_agent.build_model(bare_agent.options)
+    assert type(bare).__name__ == "RealtimeModel"  # the plugin's own class, no Lexvoz subclass or listeners
+    lexvoz = build_realtime_model(get_settings())
+    for option in (
+        "model",
+        "voice",
+        "turn_detection",
+        "input_audio_transcription",
+        "base_url",
+        "api_key",
+        "max_response_output_tokens",
+        "modalities",
+    ):
+        assert getattr(bare._opts, option) == getattr(lexvoz._opts, option), option
+    assert bare._opts.turn_detection.eagerness == "low" and bare._opts.input_audio_transcription.language == "es"
+
+
+def test_the_bare_worker_runs_jobs_like_the_lexvoz_worker_of_the_run(bare_agent) -> None:
+    from livekit.agents import JobExecutorType
+
+    assert bare_agent.options.agent_name == "lexvoz"  # the page service's token dispatches it by this name
+    assert bare_agent.server._job_executor_type == JobExecutorType.THREAD
+    assert bare_agent.server._num_idle_processes == 2
+    assert bare_agent.admission.max_jobs == 3
+
+
+async def test_the_bare_worker_admits_rooms_up_to_the_job_limit_and_refuses_the_next(bare_agent) -> None:
+    running = 0
+    admission = bare_agent.CountingAdmission(2, lambda: running)
+
+    class Request:
+        def __init__(self) -> None:
+            self.answer: str | None = None
+
+        async def accept(self) -> None:
+            nonlocal running
+            self.answer = "accepted"
+            running += 1
+
+        async def reject(self) -> None:
+            self.answer = "rejected"
+
+    requests = [Request() for _ in range(3)]
+    for request in requests:
+        await admission(request)
+    assert [r.answer for r in requests] == ["accepted", "accepted", "rejected"]
+
+
+def test_the_bare_agent_carries_none_of_lexvoz_s_conversation_code() -> None:
+    # No gateway, observers, ledger, metrics or tracing in the baseline's processes: importing it pulls in the
+    # settings and nothing else of the product.
+    import ast
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    code = "import bench.bare_agent, sys; print(sorted(m for m in sys.modules if m.split('.')[0] == 'agent'))"
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=root,
+        env={**os.environ, "LEXVOZ_REHEARSAL": "1"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    imported = ast.literal_eval(done.stdout.strip())
+    assert "agent.settings" in imported
+    assert [m for m in imported if m.startswith(("agent.voice", "agent.mcp", "agent.ops", "agent.worker"))] == []

@@ -1,0 +1,300 @@
+"""Voice-to-voice overhead: Lexvoz's own share of the time from the end of a person's speech to the agent's voice.
+
+`python bench/latency.py` starts the stack in rehearsal mode (livekit-server, the search server, the Realtime
+stand-in, the page service; as `bench/load.py` does), then for each size (`--sizes 1,10`: conversations at once)
+runs a fresh Lexvoz worker and a fresh bare livekit-agents agent (`bench/bare_agent.py`) in turn (`--rounds R`
+of each, alternating). People join one after another (each waits for the greeting), then all of them speak
+`--turns` questions aloud, each waiting for the spoken answer to end before the next.
+
+For each spoken question:
+
+- `total`: from the stand-in writing `input_audio_buffer.speech_stopped` (the end of the person's speech as the
+  model hears it) to the first loud frame of the agent's voice reaching the person in this process;
+- `model`: the stand-in's own time within it, as the stand-in reports it (`/control/timings`): for each response
+  of the turn, from its request (the `speech_stopped` itself for the response the server creates, or the client's
+  `response.create` as read off the socket) to its answer being written (the function call's
+  `response.output_item.done`, or the first `response.output_audio.delta`);
+- `overhead` = `total - model`: what the agent side adds: the worker (for Lexvoz, the tool call through the gateway
+  and the search server between the function call and the next `response.create`), livekit-server, the WebRTC
+  path and this process receiving the frame;
+- `audio_path`: the part of `overhead` after the stand-in wrote the first audio delta (decode, resample, publish,
+  the room, receive). `overhead - audio_path` is what happens before the model may speak (for Lexvoz, the tool).
+
+It prints one JSON line and writes `bench/results/latency.json`: per size, p50/p95 of each for Lexvoz and the
+bare agent, and `ratio_p50` / `ratio_p95` (Lexvoz's overhead over the bare agent's). Goal: overhead p95 ≤ 150 ms
+and ≤ 1.10x the bare agent's. The bare agent has no tool, so Lexvoz's tool time is part of its overhead and none
+of the bare agent's; `audio_ratio_p50` / `audio_ratio_p95` compare the audio paths alone.
+
+Clock: `time.monotonic()` in both processes, which on Linux is CLOCK_MONOTONIC, one clock for the whole host; the
+benchmark runs every program on this host. Every wait is bounded (`--timeout-s`); everything listens on 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # `python bench/latency.py` from the repository root
+    sys.path.insert(0, str(ROOT))
+
+import aiohttp  # noqa: E402
+
+from agent.devstack.stack import Stack, _terminate  # noqa: E402
+from bench.hostspeed import reference_in_subprocess  # noqa: E402
+from bench.load import (  # noqa: E402
+    Variant,
+    _save_index,
+    lift_page_service_limits,
+    rehearsal_stack,
+    round_order,
+    start_workers,
+)
+from bench.stats import percentile  # noqa: E402
+from tests.person import AgentAudioWatch, Person  # noqa: E402
+
+RESULTS = ROOT / "bench" / "results" / "latency.json"
+TARGETS = {"overhead_p95_ms": 150.0, "ratio_vs_bare": 1.10}
+CLOCK = "time.monotonic (CLOCK_MONOTONIC: one clock for every process of the host)"
+
+
+@dataclass(frozen=True)
+class TurnSplit:
+    """One spoken question's voice-to-voice time, split into the stand-in's share and the agent side's (seconds)."""
+
+    total_s: float
+    model_s: float
+    audio_path_s: float
+
+    @property
+    def overhead_s(self) -> float:
+        return self.total_s - self.model_s
+
+    @property
+    def before_audio_s(self) -> float:
+        """The agent side's share before the model could speak (Lexvoz: the tool call and its answer)."""
+        return self.overhead_s - self.audio_path_s
+
+
+def split_turn(entries: Sequence[dict[str, Any]], spoke_at: float, heard_at: float) -> TurnSplit | None:
+    """Split the turn that began when the person started speaking at `spoke_at` and whose answer was heard at
+    `heard_at`, from the stand-in's timing entries of that person's connection. None when the entries hold no
+    `speech_stopped` and first audio between the two (the turn cannot be attributed)."""
+    ordered = sorted(entries, key=lambda e: float(e["at"]))
+    stopped = next((e for e in ordered if e["kind"] == "speech_stopped" and spoke_at <= e["at"] <= heard_at), None)
+    if stopped is None:
+        return None
+    t_stop = float(stopped["at"])
+    final = next((e for e in ordered if e["kind"] == "first_audio" and t_stop <= e["at"] <= heard_at), None)
+    if final is None:
+        return None
+    t_audio = float(final["at"])
+    within = [e for e in ordered if t_stop <= e["at"] <= t_audio]
+    requested = {str(e["response_id"]): float(e["at"]) for e in within if e["kind"] == "response_create"}
+    answers = [e for e in within if e["kind"] == "function_call"] + [final]
+    # A response the client did not ask for is the one the server created when the speech stopped.
+    model = sum(float(a["at"]) - requested.get(str(a["response_id"]), t_stop) for a in answers)
+    return TurnSplit(total_s=heard_at - t_stop, model_s=model, audio_path_s=heard_at - t_audio)
+
+
+def summarize(splits: Sequence[TurnSplit]) -> dict[str, Any]:
+    """p50/p95 in milliseconds of each part, over the turns of one agent at one size."""
+    figures: dict[str, Any] = {"turns": len(splits)}
+    for name in ("overhead", "audio_path", "before_audio", "model", "total"):
+        values = [getattr(s, f"{name}_s") * 1000 for s in splits]
+        figures[f"{name}_p50_ms"] = round(percentile(values, 50), 1) if values else None
+        figures[f"{name}_p95_ms"] = round(percentile(values, 95), 1) if values else None
+    return figures
+
+
+def compare(lexvoz: dict[str, Any], bare: dict[str, Any]) -> dict[str, float | None]:
+    """Lexvoz over the bare agent: the overhead, and the audio path alone."""
+    out: dict[str, float | None] = {}
+    for key, name in (("overhead", "ratio"), ("audio_path", "audio_ratio")):
+        for pct in ("p50", "p95"):
+            mine, theirs = lexvoz.get(f"{key}_{pct}_ms"), bare.get(f"{key}_{pct}_ms")
+            out[f"{name}_{pct}"] = round(mine / theirs, 3) if mine is not None and theirs else None
+    return out
+
+
+@dataclass
+class Turn:
+    connection: int
+    spoke_at: float
+    heard_at: float
+    peak: int = 0
+
+
+async def _timings(http: aiohttp.ClientSession, standin_url: str, since: int = 0) -> dict[str, Any]:
+    async with http.get(f"{standin_url}/control/timings", params={"since": str(since)}) as resp:
+        resp.raise_for_status()
+        body: dict[str, Any] = await resp.json()
+        return body
+
+
+async def _talk(person: Person, connection: int, turns: int, delay_s: float, timeout_s: float) -> list[Turn]:
+    """`turns` spoken questions, each answered to the end before the next; the time each answer was first heard."""
+    await asyncio.sleep(delay_s)  # the people of one size do not all speak in the same 100 ms
+    done: list[Turn] = []
+    for _ in range(turns):
+        track = await person.wait_for(person.agent_audio_track, "agent audio track", timeout_s)
+        spoke_at = time.monotonic()
+        await person.mic.speak()
+        # Listening from the end of the question, not its start: the agent state says "listening" when the last
+        # line's playout ended in the worker, while that line's last audio is still on its way through the room
+        # (jitter buffer). The answer cannot start before the stand-in's 500 ms of silence after the question.
+        watch = AgentAudioWatch(track)
+        watch.start()
+        try:
+            heard_at = await watch.first_sound(timeout_s)
+        finally:
+            await watch.aclose()
+        done.append(Turn(connection, spoke_at, heard_at, watch.heard_peak))
+        await person.wait_for(lambda at=spoke_at: person.spoke_since(at), "spoken answer", timeout_s)
+        await person.wait_until_listening(timeout_s)
+    return done
+
+
+async def measure(
+    stack: Stack, variant: Variant, size: int, turns: int, timeout_s: float
+) -> tuple[list[TurnSplit], int, list[str]]:
+    """One round: `size` people with one agent each, `turns` spoken questions each. Returns the split turns,
+    how many turns could not be attributed, and errors."""
+    people: list[Person] = []
+    errors: list[str] = []
+    async with aiohttp.ClientSession() as http:
+        start = await _timings(http, stack.standin_url)
+        first_connection = int(start["connections"]) + 1
+        try:
+            # One after another, so that the n-th person of the round is the stand-in's n-th new connection.
+            for n in range(size):
+                person = await Person.from_page_service(stack.web_url, http, lexvoz=variant == "lexvoz")
+                people.append(person)
+                await asyncio.wait_for(person.connect(), timeout_s)
+                await person.wait_until_listening(timeout_s)
+                seen = int((await _timings(http, stack.standin_url))["connections"])
+                if seen != first_connection + n:
+                    raise RuntimeError(f"the stand-in has {seen} connections, expected {first_connection + n}")
+            talks = [_talk(p, first_connection + n, turns, 0.25 * n, timeout_s) for n, p in enumerate(people)]
+            results = await asyncio.gather(*talks, return_exceptions=True)
+            timed = await _timings(http, stack.standin_url, int(start["next"]))
+        finally:
+            for person in people:
+                try:
+                    await asyncio.wait_for(person.aclose(), 10)
+                except Exception as exc:  # a slow disconnect does not change what was measured
+                    errors.append(f"close: {type(exc).__name__}")
+    by_connection: dict[int, list[dict[str, Any]]] = {}
+    for entry in timed["entries"]:
+        by_connection.setdefault(int(entry["connection"]), []).append(entry)
+    splits: list[TurnSplit] = []
+    unmatched = 0
+    for result in results:
+        if isinstance(result, BaseException):
+            errors.append(f"{type(result).__name__}: {result}")
+            continue
+        for turn in result:
+            split = split_turn(by_connection.get(turn.connection, []), turn.spoke_at, turn.heard_at)
+            if split is None:
+                unmatched += 1
+                stops = [
+                    round(e["at"] - turn.spoke_at, 3)
+                    for e in by_connection.get(turn.connection, [])
+                    if e["kind"] == "speech_stopped" and e["at"] >= turn.spoke_at
+                ]
+                errors.append(
+                    f"unmatched: heard {turn.heard_at - turn.spoke_at:.3f} s after speaking "
+                    f"(peak {turn.peak}); speech_stopped at {stops[:2]} s"
+                )
+            else:
+                splits.append(split)
+    return splits, unmatched, errors
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python bench/latency.py", description=__doc__.split("\n")[0])
+    p.add_argument("--sizes", default="1,10", help="conversations at once, comma-separated")
+    p.add_argument("--turns", type=int, default=8, help="spoken questions per person per round")
+    p.add_argument("--rounds", type=int, default=1, help="rounds of each agent per size, alternating")
+    p.add_argument("--speed", type=float, default=8.0, help="the stand-in's speech pacing (1.0 = real time)")
+    p.add_argument("--timeout-s", type=float, default=60.0, help="bound on each wait of each person")
+    p.add_argument("--out", type=Path, default=RESULTS)
+    args = p.parse_args(argv)
+    try:
+        sizes = [int(x) for x in args.sizes.split(",") if x.strip()]
+    except ValueError:
+        p.error("--sizes wants numbers separated by commas, e.g. 1,10")
+    if not sizes or not all(1 <= s <= 50 for s in sizes):
+        p.error("--sizes must be between 1 and 50")
+    if not 1 <= args.turns <= 50 or not 1 <= args.rounds <= 20:
+        p.error("--turns must be between 1 and 50 and --rounds between 1 and 20")
+    lift_page_service_limits(max(sizes), rounds=2 * args.rounds * len(sizes))
+    load_start = os.getloadavg()
+    host_reference = reference_in_subprocess()
+    worker_env = {"LEXVOZ_MAX_JOBS": str(max(sizes) + 1)}
+    collected: dict[tuple[int, Variant], list[TurnSplit]] = {}
+    unmatched: dict[tuple[int, Variant], int] = {}
+    errors: list[str] = []
+    order: list[tuple[int, Variant]] = [(size, v) for size in sizes for v in round_order(args.rounds, baseline=True)]
+    with tempfile.TemporaryDirectory(prefix="lexvoz-latency-") as tmp:
+        stack, cached, seeded = rehearsal_stack(Path(tmp), speed=args.speed, worker_env=worker_env)
+        stack.start()
+        try:
+            if not seeded:
+                _save_index(stack.opts.data_dir, cached)
+            for n, (size, variant) in enumerate(order, start=1):
+                workers = start_workers(stack, 1, variant, tag=f"-latency-{n}")
+                try:
+                    splits, lost, errs = asyncio.run(measure(stack, variant, size, args.turns, args.timeout_s))
+                finally:
+                    for proc in workers:
+                        _terminate(proc)
+                collected.setdefault((size, variant), []).extend(splits)
+                unmatched[(size, variant)] = unmatched.get((size, variant), 0) + lost
+                errors.extend(f"{variant}@{size}: {e}" for e in errs)
+        finally:
+            stack.stop()
+    results = []
+    for size in sizes:
+        lexvoz = {**summarize(collected.get((size, "lexvoz"), [])), "unmatched": unmatched.get((size, "lexvoz"), 0)}
+        bare = {**summarize(collected.get((size, "bare"), [])), "unmatched": unmatched.get((size, "bare"), 0)}
+        results.append({"conversations": size, "lexvoz": lexvoz, "bare": bare, **compare(lexvoz, bare)})
+    figures = {
+        "results": results,
+        "turns_per_person": args.turns,
+        "rounds": args.rounds,
+        "round_order": [f"{variant}@{size}" for size, variant in order],
+        "targets": TARGETS,
+        "clock": CLOCK,
+        "standin_speed": args.speed,
+        "errors": errors[:10],
+        "error_count": len(errors),
+        "load_average_at_start": [round(x, 2) for x in load_start],
+        "load_average_at_end": [round(x, 2) for x in os.getloadavg()],
+        "host_reference": host_reference,
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(figures, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    print(json.dumps(figures, ensure_ascii=False))
+    complete = all(
+        r[v]["turns"] == size * args.turns * args.rounds
+        for r, size in zip(results, sizes, strict=True)
+        for v in ("lexvoz", "bare")
+    )
+    return 0 if complete and not errors else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

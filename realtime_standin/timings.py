@@ -1,0 +1,78 @@
+"""When the stand-in "model" heard the end of a turn and when it answered: the times a latency benchmark subtracts.
+
+A voice-to-voice latency measured through the stand-in includes the stand-in's own time (its "model" time),
+which says nothing about the client under test. So the stand-in notes, per connection, the moments a client's
+share can be told apart from its own:
+
+- ``speech_stopped``: ``input_audio_buffer.speech_stopped`` was written to the socket (the turn is over; a
+  response the server creates itself starts here);
+- ``response_create``: a client ``response.create`` was read off the socket and started a response
+  (``response_id``);
+- ``function_call``: the ``response.output_item.done`` of a function call was written (clients act on it);
+- ``first_audio``: the first ``response.output_audio.delta`` of a response was written.
+
+Times are ``time.monotonic()``: CLOCK_MONOTONIC on Linux, one clock for every process of the host, so a
+benchmark on the same host can set them against its own readings. Entries carry event kinds and ids only,
+never text or audio. The record is bounded (the oldest entries go first); positions are absolute, so a reader
+asking ``since=N`` keeps its place.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Callable
+
+from .protocol import JsonDict
+
+MAX_ENTRIES = 50_000
+
+
+class TurnTimings:
+    """The timing record of one stand-in, over all its connections."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic, max_entries: int = MAX_ENTRIES) -> None:
+        self._clock = clock
+        self._entries: deque[JsonDict] = deque(maxlen=max_entries)
+        self._total = 0
+        self._audio_started: dict[int, set[str]] = {}
+
+    @property
+    def total(self) -> int:
+        """Entries recorded so far, including any already dropped from the bounded record."""
+        return self._total
+
+    def now(self) -> float:
+        return self._clock()
+
+    def _add(self, connection: int, kind: str, at: float, **ids: str) -> None:
+        self._entries.append({"connection": connection, "kind": kind, "at": at, **ids})
+        self._total += 1
+
+    def written(self, connection: int, event: JsonDict) -> None:
+        """A server event has just been written to connection `connection`'s socket."""
+        kind = event.get("type")
+        if kind == "input_audio_buffer.speech_stopped":
+            self._add(connection, "speech_stopped", self._clock(), item_id=str(event.get("item_id")))
+        elif kind == "response.output_item.done" and (event.get("item") or {}).get("type") == "function_call":
+            self._add(connection, "function_call", self._clock(), response_id=str(event.get("response_id")))
+        elif kind == "response.output_audio.delta":
+            response_id = str(event.get("response_id"))
+            started = self._audio_started.setdefault(connection, set())
+            if response_id not in started:
+                started.add(response_id)
+                self._add(connection, "first_audio", self._clock(), response_id=response_id)
+
+    def response_requested(self, connection: int, response_id: str, received_at: float) -> None:
+        """A client `response.create`, read at `received_at`, started response `response_id`."""
+        self._add(connection, "response_create", received_at, response_id=response_id)
+
+    def forget(self, connection: int) -> None:
+        """The connection closed: its per-response bookkeeping is no longer needed (its entries stay)."""
+        self._audio_started.pop(connection, None)
+
+    def since(self, position: int) -> list[JsonDict]:
+        """Entries at absolute positions >= `position` that are still kept."""
+        first_kept = self._total - len(self._entries)
+        start = max(position - first_kept, 0)
+        return [dict(e) for i, e in enumerate(self._entries) if i >= start]
