@@ -71,7 +71,8 @@ class FakeSpeaker(AudioOutput):
     """Plays in real (manual-clock) time from its first frame, `delay_s` later; reports what it played."""
 
     def __init__(self, clock: ManualClock, *, delay_s: float = 0.0) -> None:
-        super().__init__(label="fake-speaker", capabilities=AudioOutputCapabilities(pause=True), sample_rate=SAMPLE_RATE)
+        pausable = AudioOutputCapabilities(pause=True)
+        super().__init__(label="fake-speaker", capabilities=pausable, sample_rate=SAMPLE_RATE)
         self.clock = clock
         self.delay_s = delay_s
         self._reset()
