@@ -8,11 +8,7 @@ page shows. `TranscriptPacer` does that with what the audio chain already tells:
 (frame durations), when the next output started playing it (`playback_started`), how far it got when it stopped
 (`playback_finished(playback_position=...)`), and pauses. Per frame it only adds a duration.
 
-How a word's time is estimated: each word weighs its letters (a digit four, a comma or a sentence end the pause
-they bring). While a segment is still arriving the pacer assumes a deliberately slow rate (or the rate of what
-has arrived, if slower), so words lag rather than lead; once the segment's text and audio are both complete it
-knows the segment's own rate (weight per second of audio), the framework's `_reestimate_speed` idea without
-the spectral part. A word is shown once playback reaches its middle.
+How a word's time is estimated: agent/voice/paced_segment.py.
 
 On an interrupted playback the words whose sound had begun by the reported position are shown and everything
 after them is dropped; that same text is returned to the framework as `synchronized_transcript`, which it puts
@@ -30,50 +26,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import re
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from livekit import rtc
 from livekit.agents import AgentSession
 from livekit.agents.voice.io import AudioOutput, AudioOutputCapabilities, TextOutput
 
+from agent.voice.paced_segment import PacedSegment, PacingOptions
+
 logger = logging.getLogger("lexvoz.pacing")
-
-# A word: optional leading space, non-space, then the space that proves the word is complete.
-_WORD = re.compile(r"\s*\S+\s+")
-_PAUSE_SHORT = frozenset(",;:")
-_PAUSE_LONG = frozenset(".!?…")
-
-
-@dataclass(frozen=True, slots=True)
-class PacingOptions:
-    """How the pacer weighs words before a segment's own rate is known."""
-
-    provisional_rate: float = 10.0
-    """Weight units (letters) per second assumed while a segment is still arriving. Spanish speech runs at
-    about 12-15 letters a second, so this makes words lag a little, never lead, until the real rate is known."""
-    reveal_at: float = 0.5
-    """How far into a word's sound playback must be before the word is shown (0: its start, 1: its end)."""
-
-
-def word_weight(word: str) -> float:
-    """How long a word takes to say, in letters: Spanish spelling is close to its sounds, a digit is read as a
-    word of about four letters, and punctuation is the pause the voice makes there."""
-    weight = 0.0
-    for ch in word:
-        if ch.isalpha():
-            weight += 1.0
-        elif ch.isdigit():
-            weight += 4.0
-        elif ch in _PAUSE_SHORT:
-            weight += 2.0
-        elif ch in _PAUSE_LONG:
-            weight += 4.0
-    return weight
 
 
 class _Cancellable(Protocol):
@@ -94,73 +58,6 @@ class _WallClock:
 
     def call_later(self, delay: float, callback: Callable[[], None]) -> _Cancellable:
         return asyncio.get_running_loop().call_later(delay, callback)
-
-
-@dataclass
-class _Word:
-    end: int  # index in the segment's text just past the word (and its trailing space)
-    start_weight: float
-    weight: float
-
-
-@dataclass(eq=False)
-class _Segment:
-    """One message: its text and its audio, from first piece to the end of its playback."""
-
-    text: str = ""
-    words: list[_Word] = field(default_factory=list)
-    scanned: int = 0
-    weight: float = 0.0
-    text_done: bool = False
-    audio_s: float = 0.0
-    frames: int = 0
-    audio_done: bool = False
-    audio_whole: bool = False  # flushed without being cleared at the same moment: the audio is complete
-    cleared: bool = False
-    started_at: float | None = None
-    paused_before_start: float = 0.0
-    finished: bool = False
-    released: bool = False  # played to the end (or never had audio): the whole text is due
-    cut: int | None = None  # interrupted: the text is due up to here, never further
-    dropped: bool = False  # its audio never reached the output: nothing is shown
-    forwarded: int = 0
-    shown_words: int = 0
-
-    def add_text(self, piece: str) -> None:
-        self.text += piece
-        self._scan()
-
-    def end_text(self) -> None:
-        self.text_done = True
-        self._scan()
-
-    def _scan(self) -> None:
-        for m in _WORD.finditer(self.text, self.scanned):
-            self._add_word(m.end())
-        if self.text_done and self.scanned < len(self.text):
-            self._add_word(len(self.text))
-
-    def _add_word(self, end: int) -> None:
-        w = word_weight(self.text[self.scanned : end])
-        self.words.append(_Word(end, self.weight, w))
-        self.weight += w
-        self.scanned = end
-
-    def rate(self, provisional: float) -> float:
-        """Weight per second of audio: the segment's own once both sides are whole, else a rate that errs slow."""
-        if self.text_done and self.audio_whole and self.weight > 0 and self.audio_s > 0:
-            return self.weight / self.audio_s
-        if self.audio_s > 0 and self.weight > 0:
-            return min(provisional, self.weight / self.audio_s)
-        return provisional
-
-    def text_until(self, heard_weight: float) -> int:
-        """The text whose words had begun to sound when `heard_weight` had been said."""
-        end = self.forwarded
-        for word in self.words:
-            if word.start_weight < heard_weight and word.end > end:
-                end = word.end
-        return end
 
 
 class _PacedAudio(AudioOutput):
@@ -263,13 +160,12 @@ class TranscriptPacer:
     def __init__(self, options: PacingOptions | None = None, *, clock: PacingClock | None = None) -> None:
         self.options = options or PacingOptions()
         self._clock: PacingClock = clock or _WallClock()
-        self._segments: deque[_Segment] = deque()
+        self._segments: deque[PacedSegment] = deque()
         self._audio: _PacedAudio | None = None
         self._text: _PacedText | None = None
         self._next_text: TextOutput | None = None
         self._session: AgentSession[Any] | None = None
-        self._audio_attached = True
-        self._text_attached = True
+        self._audio_attached = self._text_attached = True
         self._paused_since: float | None = None
         self._paused_total = 0.0
         self._wake = asyncio.Event()
@@ -346,7 +242,7 @@ class TranscriptPacer:
                     seg.released = True
             self._poke()
 
-    def _text_segment(self) -> _Segment:
+    def _text_segment(self) -> PacedSegment:
         last = self._segments[-1] if self._segments else None
         if last is not None and not last.text_done:
             if not last.finished:
@@ -357,19 +253,19 @@ class TranscriptPacer:
             last.released = last.audio_done = True
         return self._new_segment()
 
-    def _audio_segment(self) -> _Segment:
+    def _audio_segment(self) -> PacedSegment:
         for seg in self._segments:
             if not seg.audio_done:
                 return seg
         return self._new_segment()
 
-    def _new_segment(self) -> _Segment:
-        seg = _Segment()
+    def _new_segment(self) -> PacedSegment:
+        seg = PacedSegment()
         self._segments.append(seg)
         self._ensure_task()
         return seg
 
-    def _playing(self) -> _Segment | None:
+    def _playing(self) -> PacedSegment | None:
         for seg in self._segments:
             if seg.frames and not seg.finished:
                 return seg
@@ -402,7 +298,7 @@ class TranscriptPacer:
             asyncio.get_running_loop().call_soon(self._settle_audio, seg)
         self._poke()
 
-    def _settle_audio(self, seg: _Segment) -> None:
+    def _settle_audio(self, seg: PacedSegment) -> None:
         seg.audio_whole = not seg.cleared
         self._poke()
 
@@ -459,54 +355,13 @@ class TranscriptPacer:
         if self._task is None and not self._closed:
             self._task = asyncio.get_running_loop().create_task(self._run(), name="lexvoz.transcript_pacer")
 
-    def _played(self, seg: _Segment, now: float) -> float:
-        assert seg.started_at is not None
+    def _played(self, seg: PacedSegment) -> float | None:
+        """Seconds of the segment played so far (None: not started): wall time since its start, less pauses."""
+        if seg.started_at is None:
+            return None
+        now = self._clock.time()
         elapsed = now - seg.started_at - (self._paused_until(now) - seg.paused_before_start)
         return min(seg.audio_s, max(0.0, elapsed))
-
-    def _due(self, seg: _Segment) -> tuple[int, float | None]:
-        """How much of the segment's text is due now, and in how many seconds to look again (None: on events)."""
-        if seg.dropped:
-            return seg.forwarded, None
-        if seg.released:
-            return len(seg.text), None
-        if seg.cut is not None:
-            return max(seg.forwarded, seg.cut), None
-        if seg.started_at is None:
-            return seg.forwarded, None
-        now = self._clock.time()
-        played = self._played(seg, now)
-        rate = seg.rate(self.options.provisional_rate)
-        heard = played * rate
-        reveal = self.options.reveal_at
-        due = seg.forwarded
-        while seg.shown_words < len(seg.words):
-            word = seg.words[seg.shown_words]
-            if word.start_weight + reveal * word.weight > heard:
-                break
-            due = max(due, word.end)
-            seg.shown_words += 1
-        if seg.shown_words >= len(seg.words):
-            return due, None  # the next word is not complete yet: its text will wake us
-        word = seg.words[seg.shown_words]
-        at = (word.start_weight + reveal * word.weight) / rate
-        if self._paused_since is not None:
-            return due, None  # resume wakes us
-        if at > seg.audio_s and not seg.audio_done:
-            # its audio has not arrived: look again when what has arrived runs out (more audio may come by then)
-            return due, max(seg.audio_s - played, 0.05)
-        return due, max(at - played, 0.005)
-
-    def _over(self, seg: _Segment) -> bool:
-        if not seg.text_done:
-            return False
-        if seg.dropped:
-            return seg.audio_done
-        if seg.released:
-            return seg.forwarded >= len(seg.text)
-        if seg.cut is not None:
-            return seg.forwarded >= seg.cut
-        return False
 
     async def _forward(self, piece: str) -> None:
         if self._next_text is None:
@@ -522,12 +377,12 @@ class TranscriptPacer:
             seg = self._segments[0] if self._segments else None
             wait: float | None = None
             if seg is not None:
-                due, wait = self._due(seg)
+                due, wait = seg.due(self._played(seg), self.options, paused=self._paused_since is not None)
                 if due > seg.forwarded:
                     piece, seg.forwarded = seg.text[seg.forwarded : due], due
                     await self._forward(piece)
                     continue
-                if self._over(seg):
+                if seg.over():
                     self._segments.popleft()
                     if self._next_text is not None and seg.forwarded:
                         self._next_text.flush()
@@ -542,4 +397,4 @@ class TranscriptPacer:
 
 _closing: set[asyncio.Task[None]] = set()
 
-__all__ = ["PacingClock", "PacingOptions", "TranscriptPacer", "word_weight"]
+__all__ = ["PacingClock", "PacingOptions", "TranscriptPacer"]
