@@ -332,6 +332,25 @@ async def test_text_whose_audio_never_reached_the_output_is_never_shown() -> Non
     await rig.aclose()
 
 
+async def test_an_empty_message_holds_nothing_up() -> None:
+    """A message cut before it produced anything (its text output flushed first, then an audio flush without
+    frames) must not keep the next message's words from the page."""
+    rig = Rig()
+    await rig.say(words(2), 0.4)
+    done = playout(rig.audio)
+    await rig.clock.advance(1.0)
+    await asyncio.wait_for(done, 1)
+    rig.text.flush()  # the empty message: no text, no audio
+    rig.audio.flush()
+    await rig.say(["perro"] * 2, 0.4)
+    done = playout(rig.audio)
+    await rig.clock.advance(1.0)
+    await asyncio.wait_for(done, 1)
+    await settle()
+    assert rig.page.text == "casa casa perro perro "
+    await rig.aclose()
+
+
 async def test_clear_buffer_during_playback_ends_the_segment_and_the_next_one_starts_clean() -> None:
     rig = Rig()
     await rig.say(words(10), 2.0)

@@ -6,9 +6,8 @@ process's busy time. The page needs much less: a word must not appear before it 
 must stop where the person stopped hearing it, and what the model remembers of that answer must be what the
 page shows. `TranscriptPacer` does that with what the audio chain already tells: how much audio was handed on
 (frame durations), when the next output started playing it (`playback_started`), how far it got when it stopped
-(`playback_finished(playback_position=...)`), and pauses. Per frame it only adds a duration.
-
-How a word's time is estimated: agent/voice/paced_segment.py.
+(`playback_finished(playback_position=...)`), and pauses. Per frame it only adds a duration. How a word's time
+is estimated: agent/voice/paced_segment.py.
 
 On an interrupted playback the words whose sound had begun by the reported position are shown and everything
 after them is dropped; that same text is returned to the framework as `synchronized_transcript`, which it puts
@@ -166,13 +165,11 @@ class TranscriptPacer:
         self._next_text: TextOutput | None = None
         self._session: AgentSession[Any] | None = None
         self._audio_attached = self._text_attached = True
-        self._paused_since: float | None = None
+        self._paused_since: float | None = None  # pauses are counted across segments: a new one may start paused
         self._paused_total = 0.0
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._closed = False
-
-    # -- wiring -------------------------------------------------------------------------------------------
 
     def wrap(self, audio: AudioOutput, text: TextOutput | None) -> tuple[AudioOutput, TextOutput]:
         """Put the pacer in front of `audio` and `text` (the next outputs in the chain); once only."""
@@ -236,10 +233,11 @@ class TranscriptPacer:
             self._audio_attached = audio
         if text is not None:
             self._text_attached = text
-        if not self._enabled:  # nothing will pace these any more: show what they hold
+        if not self._enabled:  # nothing paces these any more: what played stays, nothing more is shown
             for seg in self._segments:
-                if not seg.dropped and seg.cut is None:
-                    seg.released = True
+                if not seg.dropped and seg.cut is None and not seg.released:
+                    seg.cut, seg.finished = seg.forwarded, True
+                seg.text_done = seg.audio_done = True
             self._poke()
 
     def _text_segment(self) -> PacedSegment:
@@ -290,7 +288,9 @@ class TranscriptPacer:
     def _on_audio_flush(self) -> None:
         seg = self._audio_segment()
         seg.audio_done = True
-        if seg.frames == 0:
+        if seg.frames == 0 and not seg.text:
+            self._segments.remove(seg)  # an empty message: nothing to show, and no text may wait on it
+        elif seg.frames == 0:
             if not seg.released:
                 seg.dropped = True  # its audio never reached the output: the person heard none of it
         else:
