@@ -1,18 +1,18 @@
 """Transcript pacing side by side: livekit-agents' `TranscriptSynchronizer` against Lexvoz's `TranscriptPacer`.
 
-The same agent audio and text go through each: `--seconds` of 24 kHz speech-like audio (noise shaped into
-syllables and pauses, with a voiced pitch) in `--frame-ms` frames, cut into answers of `--answer-s` seconds, and
-Spanish text deltas sent the way the Realtime stand-in sends them: 100 ms steps, each the words of that step and
-then the step's audio, `--speed` times faster than real time (the model sends its answer faster than it is
-played). A fake speaker plays each answer in real time from its first frame and reports the playback as
-livekit-agents' room output does (`playback_started`, then `playback_finished` with the position), and a fake
-room output records when each piece of text reached it.
+The same agent audio and text go through each: `--seconds` of 24 kHz speech-like audio in `--frame-ms` frames,
+made from the text itself (a voiced burst of jittered length per syllable of each word, silence at punctuation),
+cut into answers of about `--answer-s` seconds, with the Spanish text sent the way the Realtime stand-in sends it:
+100 ms steps, each the words that begin to sound in it and then the step's audio, `--speed` times faster than
+real time (the model sends its answer faster than it is played). A fake speaker plays each answer in real time
+from its first frame and reports the playback as livekit-agents' room output does (`playback_started`, then
+`playback_finished` with the position), and a fake room output records when each piece of text reached it.
 
 Figures, for each of `off` (no pacing: the harness alone), `played` (ours) and `framework` (livekit-agents'):
 - CPU-s of this process per minute of agent audio, and the same less the `off` run (the pacing's own cost);
 - the lead of text over audio: for every piece the room received, how long before the last word in it begins to
-  sound it arrived (the stand-in's timing: the words are spread evenly over the steps, each sent with the last
-  step of its share, so a word sounds from the end of the previous word's step on). Positive is early.
+  sound (by the syllable timeline the audio was made from, which neither pacer sees) it arrived. Positive is
+  early. Our pacer weighs letters and the framework's listens to the audio, so neither is favoured by it.
 
 No stack is needed. `python bench/pacing.py [--seconds 60]` prints one JSON line and writes
 `bench/results/pacing.json`. Run it on an idle host (or under the shared lock): the CPU figures are the point.
@@ -22,9 +22,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
 import os
 import platform
+import re
 import sys
 import time
 from collections.abc import Callable
@@ -48,31 +50,30 @@ from bench.stats import percentile  # noqa: E402
 RESULTS = ROOT / "bench" / "results" / "pacing.json"
 SAMPLE_RATE = 24_000
 STEP_S = 0.1
-WORDS_PER_S = 2.6  # Spanish conversational speech
+SYLLABLE_S = 0.2  # Spanish speech: about five syllables a second
+PAUSE_S = {",": 0.15, ";": 0.3, ".": 0.35}
 VOCABULARY = (
     "la constitución política de la república de panamá establece en su artículo diecisiete que las "
-    "autoridades están instituidas para proteger en su vida honra y bienes a los nacionales dondequiera se "
-    "encuentren y a los extranjeros que estén bajo su jurisdicción asegurar la efectividad de los derechos y "
-    "deberes individuales y sociales y cumplir y hacer cumplir la constitución y la ley, según la fuente "
-    "consultada. esto es orientación y no asesoría legal; para su caso consulte a un abogado."
+    "autoridades están instituidas para proteger en su vida, honra y bienes a los nacionales dondequiera se "
+    "encuentren y a los extranjeros que estén bajo su jurisdicción; asegurar la efectividad de los derechos y "
+    "deberes individuales y sociales, y cumplir y hacer cumplir la constitución y la ley. según la fuente "
+    "consultada, esto es orientación y no asesoría legal. para su caso, consulte a un abogado."
 ).split()
+_NUCLEUS = re.compile(r"[aeiouáéíóúü]+")
+_STRONG = set("aeoáéíóú")
 
 
-def speech_like(seconds: float, seed: int = 7) -> np.ndarray:
-    """Noise shaped into ~4.5 syllables a second with a pause every few words, over a 140 Hz voiced buzz."""
-    rng = np.random.default_rng(seed)
-    n = int(seconds * SAMPLE_RATE)
-    t = np.arange(n) / SAMPLE_RATE
-    envelope = np.abs(np.sin(np.pi * 4.5 * t)) ** 1.5
-    pauses = (np.sin(2 * np.pi * 0.35 * t) > -0.85).astype(np.float64)
-    voiced = 0.5 * np.sign(np.sin(2 * np.pi * 140 * t)) + rng.normal(0, 0.6, n)
-    signal = voiced * envelope * pauses * 0.25
-    return np.clip(signal * 32767, -32768, 32767).astype(np.int16)
+def syllables(word: str) -> int:
+    """Spanish syllables by vowel groups, two strong vowels side by side being two (a hiatus)."""
+    n = 0
+    for group in _NUCLEUS.findall(word.lower()):
+        n += 1 + sum(1 for a, b in itertools.pairwise(group) if a in _STRONG and b in _STRONG)
+    return max(n, 1)
 
 
 @dataclass
 class Answer:
-    deltas: list[str]  # one per step ("" when a step carries no word)
+    deltas: list[str]  # one per step ("" when no word begins in it)
     frames: list[list[rtc.AudioFrame]]  # the audio frames of each step
     sounds_from: list[float]  # per word: when it begins to sound, from the answer's playback start
 
@@ -81,31 +82,59 @@ class Answer:
         return len(self.deltas) * STEP_S
 
 
-def make_answers(total_s: float, answer_s: float, frame_ms: int) -> list[Answer]:
-    audio = speech_like(total_s)
+def speak(words: list[str], rng: np.random.Generator) -> tuple[np.ndarray, list[float]]:
+    """Audio for `words`: a voiced burst per syllable (its length jittered), silence at punctuation; and when
+    each word begins. The ground truth both pacers are measured against: neither sees it."""
+    pieces: list[np.ndarray] = []
+    starts: list[float] = []
+    at = 0.0
+    for word in words:
+        starts.append(at)
+        for _ in range(syllables(word)):
+            n = int(SYLLABLE_S * rng.uniform(0.75, 1.25) * SAMPLE_RATE)
+            t = np.arange(n) / SAMPLE_RATE
+            pitch = rng.uniform(110, 170)
+            voiced = 0.6 * np.sign(np.sin(2 * np.pi * pitch * t)) + rng.normal(0, 0.4, n)
+            pieces.append(voiced * np.sin(np.pi * np.arange(n) / n) ** 1.5 * 0.25)
+            at += n / SAMPLE_RATE
+        pause = PAUSE_S.get(word[-1], 0.0)
+        if pause:
+            pieces.append(np.zeros(int(pause * SAMPLE_RATE)))
+            at += pause
+    audio = np.concatenate(pieces)
+    return np.clip(audio * 32767, -32768, 32767).astype(np.int16), starts
+
+
+def make_answers(total_s: float, answer_s: float, frame_ms: int, seed: int = 7) -> list[Answer]:
+    """Answers of about `answer_s` seconds until `total_s` of audio; text sent like the stand-in's (each step's
+    words, those beginning to sound in it, then the step's audio)."""
+    rng = np.random.default_rng(seed)
     per_frame = SAMPLE_RATE * frame_ms // 1000
     frames_per_step = round(STEP_S * 1000 / frame_ms)
+    per_step = per_frame * frames_per_step
     answers: list[Answer] = []
-    offset, word_index = 0, 0
-    while offset + per_frame * frames_per_step <= len(audio):
-        steps = int(min(answer_s, (len(audio) - offset) / SAMPLE_RATE) / STEP_S)
-        n_words = max(1, round(steps * STEP_S * WORDS_PER_S))
-        words = [VOCABULARY[(word_index + i) % len(VOCABULARY)] for i in range(n_words)]
-        word_index += n_words
-        deltas, frames, step_of_word = [], [], []
-        for step in range(steps):
-            lo, hi = n_words * step // steps, n_words * (step + 1) // steps
-            piece = " ".join(words[lo:hi])
-            deltas.append((" " if lo and piece else "") + piece)
-            step_of_word.extend([step] * (hi - lo))
-            chunk = []
-            for _ in range(frames_per_step):
-                data = audio[offset : offset + per_frame]
-                chunk.append(rtc.AudioFrame(data.tobytes(), SAMPLE_RATE, 1, per_frame))
-                offset += per_frame
-            frames.append(chunk)
-        sounds_from = [0.0] + [(s + 1) * STEP_S for s in step_of_word[:-1]]
-        answers.append(Answer(deltas, frames, sounds_from))
+    spoken_s, word_index = 0.0, 0
+    while spoken_s < total_s - 1.0:
+        words: list[str] = []
+        while sum(syllables(w) for w in words) * SYLLABLE_S < min(answer_s, total_s - spoken_s):
+            words.append(VOCABULARY[word_index % len(VOCABULARY)])
+            word_index += 1
+        audio, starts = speak(words, rng)
+        steps = -(-len(audio) // per_step)
+        audio = np.pad(audio, (0, steps * per_step - len(audio)))
+        deltas = ["" for _ in range(steps)]
+        for i, (word, start) in enumerate(zip(words, starts, strict=True)):
+            k = int(start / STEP_S)
+            deltas[k] += (" " if i else "") + word
+        frames = [
+            [
+                rtc.AudioFrame(audio[o : o + per_frame].tobytes(), SAMPLE_RATE, 1, per_frame)
+                for o in range(k * per_step, (k + 1) * per_step, per_frame)
+            ]
+            for k in range(steps)
+        ]
+        answers.append(Answer(deltas, frames, starts))
+        spoken_s += steps * STEP_S
     return answers
 
 
