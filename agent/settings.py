@@ -8,6 +8,7 @@ which keeps them out of logs and reprs.
 from __future__ import annotations
 
 import ipaddress
+import logging
 import os
 from functools import lru_cache
 from pathlib import Path
@@ -18,6 +19,8 @@ from pydantic import AnyHttpUrl, Field, SecretStr, ValidationError, field_valida
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from agent.contract import EndpointRefused, check_endpoint_url
+
+logger = logging.getLogger("lexvoz.settings")
 
 DEFAULT_MCP_URL = "http://127.0.0.1:8765/mcp"
 # Local development only (livekit-server wants >= 32 characters). They are published in this repository, so
@@ -111,8 +114,12 @@ class Settings(BaseSettings):
     idle_processes: int | None = Field(default=None, ge=0, le=1000, alias="LEXVOZ_IDLE_PROCESSES")
     # Local Silero VAD in each conversation, besides the Realtime model's own turn detection on the server.
     local_vad: bool = Field(default=False, alias="LEXVOZ_LOCAL_VAD")
-    # Pace the agent's transcript word by word with its audio (livekit-agents analyses the output audio for it).
-    sync_transcripts: bool = Field(default=True, alias="LEXVOZ_SYNC_TRANSCRIPTS")
+    # How the agent's words reach the page: "played" paces them by the audio played (agent/voice/pacing.py),
+    # "framework" uses livekit-agents' synchronizer (a spectral analysis of every frame of the agent's audio, a
+    # large share of the worker's CPU), "off" sends them as they arrive (ahead of the voice, and whole when cut).
+    transcript_pacing: Literal["played", "framework", "off"] = Field(default="played", alias="LEXVOZ_TRANSCRIPT_PACING")
+    # Deprecated alias of LEXVOZ_TRANSCRIPT_PACING: false means "off", true the default ("played").
+    sync_transcripts: bool | None = Field(default=None, alias="LEXVOZ_SYNC_TRANSCRIPTS")
     worker_host: str = Field(default="127.0.0.1", alias="LEXVOZ_WORKER_HOST")
     worker_port: int = Field(default=8081, ge=0, le=65535, alias="LEXVOZ_WORKER_PORT")
 
@@ -232,6 +239,23 @@ class Settings(BaseSettings):
             except ValueError as exc:
                 raise ValueError(f"must be addresses or CIDRs separated by commas ({exc})") from None
         return v
+
+    @model_validator(mode="after")
+    def _pacing_alias(self) -> Self:
+        """LEXVOZ_SYNC_TRANSCRIPTS still works (false: "off", true: the default), unless both are set."""
+        if self.sync_transcripts is None:
+            return self
+        if "transcript_pacing" in self.model_fields_set:
+            raise SettingsError(
+                "LEXVOZ_SYNC_TRANSCRIPTS is deprecated and LEXVOZ_TRANSCRIPT_PACING is set too; keep only "
+                "LEXVOZ_TRANSCRIPT_PACING (played, framework or off)"
+            )
+        logger.warning(
+            "LEXVOZ_SYNC_TRANSCRIPTS is deprecated; set LEXVOZ_TRANSCRIPT_PACING=%s instead",
+            "played" if self.sync_transcripts else "off",
+        )
+        self.transcript_pacing = "played" if self.sync_transcripts else "off"
+        return self
 
     @model_validator(mode="after")
     def _mcp_url_policy(self) -> Settings:

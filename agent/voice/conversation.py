@@ -31,6 +31,7 @@ from agent.voice.assistant import LexvozAgent, make_text_input_cb
 from agent.voice.evidence import EvidencePublisher
 from agent.voice.model_link import ModelFailure, ModelLink
 from agent.voice.observers import count_citation, count_tool_call
+from agent.voice.pacing import TranscriptPacer
 from agent.voice.research import ResearchSession, ToolEvent
 from agent.voice.speech import InterruptionNotifier
 from agent.voice.spoken import CitationEvent
@@ -140,6 +141,8 @@ class Conversation:
     room_options: RoomOptions
     link: ModelLink
     interruptions: InterruptionNotifier
+    # LEXVOZ_TRANSCRIPT_PACING=played: the agent's words paced by the audio played (agent/voice/pacing.py).
+    pacer: TranscriptPacer | None = None
     warm_up: asyncio.Task[None] | None = None
     time_limit: asyncio.Task[None] | None = None
     ended: asyncio.Event = field(default_factory=asyncio.Event)
@@ -159,11 +162,15 @@ class Conversation:
         self.session.on("close", self._on_close)
         # Tells the page which agent line was cut off (see agent/voice/speech.py).
         self.interruptions.attach(self.session)
+        if self.pacer is not None:
+            self.pacer.attach(self.session)  # wraps the room's outputs before the first speech uses them
         # No remote-session host on the room (livekit-agents' default): it would stream every session event,
         # raw tool output included, to the room, and answer any participant's requests for the agent's
         # instructions and context or for a turn run around our typed-input path. Evidence reaches the room
         # only as validated `lexvoz.research` messages; the page needs nothing else.
         await self.session.start(agent=self.agent, room=self.room, room_options=self.room_options, session_host=False)
+        if self.pacer is not None:
+            self.pacer.install()
         metrics.sessions_active.inc()
         self._counted = True
         self.warm_up = asyncio.create_task(_warm_up(self.gateway))
@@ -237,7 +244,7 @@ def build_conversation(
     agent = LexvozAgent(research, greet=greet)
     room_options = RoomOptions(
         text_input=TextInputOptions(text_input_cb=make_text_input_cb(agent)),
-        text_output=TextOutputOptions(sync_transcription=settings.sync_transcripts),
+        text_output=TextOutputOptions(sync_transcription=settings.transcript_pacing == "framework"),
     )
     link = ModelLink(room.local_participant, endpoint=realtime_endpoint(settings))
     conversation = Conversation(
@@ -251,6 +258,7 @@ def build_conversation(
         room_options=room_options,
         link=link,
         interruptions=InterruptionNotifier(room.local_participant),
+        pacer=TranscriptPacer() if settings.transcript_pacing == "played" else None,
     )
     link.on_failure = conversation._on_model_failure
     model.session_listeners.append(link.watch)
