@@ -21,6 +21,8 @@ import pytest
 from bench.soak.faults import KINDS, Fault, schedule
 from bench.soak.figures import told_or_recovered
 from bench.soak.people import Question, Visit, Wait
+from tests.e2e.conftest import require_livekit_server
+from tests.postgres_server import why_unavailable as postgres_unavailable
 from tests.standin_helpers import REPO_ROOT, RealtimeStandIn
 
 TOOL_QUESTION = {
@@ -73,18 +75,25 @@ def test_three_minutes_schedule_every_fault_kind() -> None:
 
 
 def test_a_conversation_left_waiting_in_silence_is_not_told() -> None:
+    fault = [Fault("search_killed", 5.0, 25.0)]
     silent = Visit(index=0, opened_at=0.0, left_at=50.0)
     silent.waits.append(Wait("research outcome", 10.0, 41.0, None))
-    assert not told_or_recovered(silent, [], stuck_after_s=30)
+    assert not told_or_recovered(silent, fault, stuck_after_s=30)
     answered = Visit(index=1, opened_at=0.0, left_at=50.0)
     answered.questions.append(Question("typed", asked_at=20.0, outcome="completed", ended_at=21.0))
-
-    assert told_or_recovered(answered, [Fault("search_killed", 5.0, 10.0)], stuck_after_s=30)
-    assert not told_or_recovered(answered, [Fault("search_killed", 5.0, 25.0)], stuck_after_s=30)
+    assert told_or_recovered(answered, fault, stuck_after_s=30)
+    unexplained = Visit(index=2, opened_at=0.0, left_at=50.0)  # its answer went missing, and nothing was said
+    unexplained.questions.append(Question("typed", asked_at=20.0, outcome="discarded", ended_at=21.0))
+    assert not told_or_recovered(unexplained, fault, stuck_after_s=30)
+    unexplained.told.append((22.0, "session_ended"))
+    assert told_or_recovered(unexplained, fault, stuck_after_s=30)
 
 
 @pytest.mark.soak
 def test_three_minutes_of_faults_lose_nothing_and_leave_no_page_waiting(tmp_path: Path) -> None:
+    require_livekit_server()
+    if (why := postgres_unavailable()) is not None:
+        pytest.skip(why)
     out = tmp_path / "soak.json"
     done = subprocess.run(
         [sys.executable, "bench/soak.py", "--minutes", "3", "--out", str(out), "--keep-logs", str(tmp_path / "log")],

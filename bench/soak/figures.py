@@ -3,8 +3,9 @@
 Why each is defined as it is:
 - a conversation is "hit" when a page-facing fault began or was still being cleared while it was open; it was
   told when the page showed a Spanish message for what went wrong (a `failed` research message, the session
-  or voice model gone), or it recovered without one being needed (a question asked after the fault cleared
-  was answered with evidence); a hit conversation that only ever waited in silence was not told;
+  or voice model gone), or it needed none (a question asked or still open once the fault began was answered
+  with evidence, or it asked nothing more); a hit conversation that waited in silence past 30 s, or whose
+  questions since the fault all ended without evidence or a message, was not told;
 - memory and descriptors are measured on each program's long-lived process, after a warm-up, on the
   incarnation that ran longest (a program restarted by a fault starts its figures over).
 """
@@ -41,14 +42,16 @@ def hit_by(visit: Visit, fault: Fault) -> bool:
 
 
 def told_or_recovered(visit: Visit, faults: list[Fault], stuck_after_s: float) -> bool:
-    """The page said what went wrong, or answered a question asked after the fault was cleared; and it never
-    sat in a wait longer than `stuck_after_s` with neither."""
+    """The page said what went wrong, or needed not say anything (every question asked once the fault had begun
+    was answered with evidence, or none was asked); never a wait longer than
+    `stuck_after_s` with neither, and no evidence left unended."""
     if visit.stuck(stuck_after_s) or visit.lost:
         return False
     if visit.told or any(q.outcome == "failed" for q in visit.questions):
         return True
-    cleared = max((f.cleared_at or f.injected_at) for f in faults)
-    return any(q.outcome == "completed" and q.asked_at >= cleared for q in visit.questions)
+    began = min(f.injected_at for f in faults)
+    after = [q for q in visit.questions if q.asked_at >= began or (q.ended_at or float("inf")) >= began]
+    return not after or any(q.outcome == "completed" for q in after)
 
 
 def recovery_times(visits: list[Visit], faults: list[Fault]) -> list[tuple[str, float]]:

@@ -94,6 +94,9 @@ class Programs:
         self.ledger_url = self.pg.create_database("lexvoz_ledger")
         # every part that reads the ledger's settings (the worker, the page service) uses the same store
         os.environ["LEXVOZ_LEDGER_URL"] = self.ledger_url
+        # the local files beside the ledger (its digest key, the spool of entries unwritten while the database
+        # is down) go in this run's folder, shared by every program of the run as they would be on one host
+        os.environ["LEXVOZ_LEDGER_PATH"] = str(self.base / "var" / "ledger.sqlite3")
         subprocess.run(
             [sys.executable, "-m", "agent", "ledger", "migrate"],
             env={**os.environ},
