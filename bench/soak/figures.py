@@ -134,7 +134,7 @@ def figures(
     recovery_by_kind = recovery_times(visits, faults)
     recovery = [t for _, t in recovery_by_kind]
     stuck = [
-        (v.room, w.what, round(w.since - t0, 1), round(w.until - w.since, 1))
+        (v.room, w.what, round(w.since - t0, 1), round(w.until - w.since, 1), w.seen)
         for v in visits
         for w in v.stuck(stuck_after_s)
     ]

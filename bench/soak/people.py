@@ -56,6 +56,7 @@ class Wait:
     since: float
     until: float
     ended_by: str | None
+    seen: str = ""  # for a wait that never ended: what the page had of the agent then
 
 
 @dataclass
@@ -114,6 +115,19 @@ class Page:
                 return f"model_failed:{agent.attributes.get(FAILURE_ATTRIBUTE, '')}"
         return None
 
+    def snapshot(self) -> str:
+        """What the page had of the agent (no conversation text): which condition a stuck wait lacked."""
+        person = self.person
+        if person is None:
+            return "no room"
+        agent = person.room.remote_participants.get(person.agent_identity or "")
+        attrs = agent.attributes if agent is not None else {}
+        return (
+            f"agent={'present' if agent else 'absent'} left={person.agent_left} mic={person.mic_subscribed} "
+            f"greeted={person.greeted} state={attrs.get(AGENT_STATE_ATTRIBUTE)} model={attrs.get('lexvoz.model')} "
+            f"room={person.room.connection_state} messages={[m.type for m in person.messages][-4:]}"
+        )
+
     def _note_message(self) -> str | None:
         said = self.message()
         if said is not None and not any(kind == said for _, kind in self.visit.told):
@@ -146,7 +160,7 @@ class Page:
         try:
             await self.person.wait_for(done, what, bound)
         except TimeoutError:
-            self.visit.waits.append(Wait(what, since, time.monotonic(), None))
+            self.visit.waits.append(Wait(what, since, time.monotonic(), None, self.snapshot()))
             raise
         self.visit.waits.append(Wait(what, since, time.monotonic(), result["by"]))
         return result["by"]
@@ -183,8 +197,7 @@ class Page:
         person = self.person
         if person is not None and participant.identity == person.agent_identity:
             self.visit.agent_left_at.append(time.monotonic())
-            person.mic_subscribed = False  # a new agent subscribes anew, and greets anew
-            person.greeted = False
+            person.mic_subscribed = False  # a new agent subscribes anew
 
     async def agent_ready(self) -> str:
         """Until an agent hears us and listens: the page asks again for one while none is in the room."""
