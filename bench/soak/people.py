@@ -196,8 +196,9 @@ class Page:
     def _on_left(self, participant: rtc.RemoteParticipant) -> None:
         person = self.person
         if person is not None and participant.identity == person.agent_identity:
+            # the microphone stays marked subscribed: livekit reports only a track's first subscription, and the
+            # page, like a person, goes by the new agent's state ("listening"), not by who subscribed
             self.visit.agent_left_at.append(time.monotonic())
-            person.mic_subscribed = False  # a new agent subscribes anew
 
     async def agent_ready(self) -> str:
         """Until an agent hears us and listens: the page asks again for one while none is in the room."""
