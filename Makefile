@@ -13,7 +13,7 @@ INTEROP_STAMP := tests/interop/node_modules/.installed
 help:
 	@echo "make run        start livekit-server, the search server, the page service and the worker"
 	@echo "make test       the whole test suite (installs what it needs)"
-	@echo "make test-fast  the suite without the end-to-end, two-node and journey tests"
+	@echo "make test-fast  the suite without the end-to-end, two-node, journey and soak tests"
 	@echo "make test-python PY_VERSION=3.12  the suite without the end-to-end tests on another Python, in .venv-3.12"
 	@echo "make evals      agent behaviour evals: the real model and an LLM judge with OPENAI_API_KEY, else offline"
 	@echo "make lint       ruff and mypy (strict for agent/, panama_law/ and research/)"
@@ -93,7 +93,7 @@ test-multinode: $(STAMP) livekit-server redis
 	$(PY) -m pytest -m multinode tests/multinode
 
 test-fast: $(STAMP) interop-deps
-	$(PY) -m pytest -m "not e2e and not multinode and not journey"
+	$(PY) -m pytest -m "not e2e and not multinode and not journey and not soak"
 
 # Another Python the project admits (requires-python), for the parts of the suite that need no running stack:
 # `make test-python PY_VERSION=3.12`. The interpreter is found at run time: pyenv's newest 3.12.x when pyenv
@@ -101,7 +101,7 @@ test-fast: $(STAMP) interop-deps
 # With MISSING_PYTHON=skip a machine without that Python says so and succeeds (CI); otherwise it fails.
 PY_VERSION ?=
 MISSING_PYTHON ?= fail
-TEST_PYTHON_MARKERS := not e2e and not multinode and not journey
+TEST_PYTHON_MARKERS := not e2e and not multinode and not journey and not soak
 test-python: interop-deps
 	@[[ "$(PY_VERSION)" =~ ^3\.[0-9]+$$ ]] || { echo "usage: make test-python PY_VERSION=3.12"; exit 2; }
 	@py=""; \

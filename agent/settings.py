@@ -328,6 +328,12 @@ class Settings(BaseSettings):
         """Where the digest key lives: LEXVOZ_DIGEST_KEY_PATH, or beside the ledger (same volume, same owner)."""
         return self.digest_key_path or self.ledger_path.with_name("digest.key")
 
+    @property
+    def ledger_spool_dir(self) -> Path:
+        """Where a conversation that ends with its store unreachable leaves its ledger entries for the next
+        writer on this host: beside the local ledger file (the same volume and owner), whatever the store."""
+        return self.ledger_path.with_name("ledger-spool")
+
 
 class StackSettings(BaseSettings):
     """`python -m agent run`'s defaults (`make run`): where the local stack listens and keeps its files.

@@ -24,6 +24,7 @@ from aiohttp import web
 from .control_api import ControlApi
 from .endpoint import RealtimeEndpoint
 from .event_log import EventPredicate
+from .fault_control import add_fault_routes
 from .options import ConnectionOptions
 from .policy import (
     DEFAULT_FALLBACK_TRANSCRIPT,
@@ -124,6 +125,7 @@ class RealtimeStandIn(RealtimeEndpoint):
         app = web.Application()
         app.router.add_get(REALTIME_PATH, self._ws_handler)
         ControlApi(self).add_routes(app)
+        add_fault_routes(app, self)
         self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self._requested_port)

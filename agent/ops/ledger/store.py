@@ -140,6 +140,56 @@ def _pg_engine(url: URL, *, readonly: bool) -> Engine:
     )
 
 
+StoredRow = dict[str, Any]
+"""One entry as the store keeps it (question redacted with its digest, excerpts redacted with their sha256):
+`{"kind": "call" | "citation", "values": {column: value}, "sources": [{column: value}]}`, JSON-safe."""
+
+
+def stored_row(e: LedgerRecord) -> StoredRow:
+    """The entry as the store keeps it: the one place where an entry's text is turned into what may be kept."""
+    if isinstance(e, UnverifiedCitation):
+        values = {
+            "entry_id": e.entry_id,
+            "ts": format_ts(e.ts),
+            "room": e.room,
+            "session_id": e.session_id,
+            "turn": e.turn,
+            "article": e.article,
+            "norm": e.norm,
+        }
+        return {"kind": "citation", "values": values, "sources": []}
+    query_redacted, digest = stored_query(e.query)
+    values = {
+        "entry_id": e.entry_id,
+        "ts": format_ts(e.ts),
+        "room": e.room,
+        "session_id": e.session_id,
+        "turn": e.turn,
+        "call_id": e.call_id,
+        "tool": e.tool,
+        "query_redacted": query_redacted,
+        "query_digest": digest,
+        "outcome": e.outcome,
+        "duration_ms": float(e.duration_ms),
+        "reason": e.reason,
+        "server_name": e.server_name,
+        "server_version": e.server_version,
+        "index_version": e.index_version,
+    }
+    sources = [
+        {
+            "position": i,
+            "citation": s.citation,
+            "official_source_url": s.official_source_url,
+            "excerpt_sha256": excerpt_sha256(s.excerpt),
+            "title": s.title,
+            "excerpt": stored_excerpt(s.excerpt),
+        }
+        for i, s in enumerate(e.sources, start=1)
+    ]
+    return {"kind": "call", "values": values, "sources": sources}
+
+
 class LedgerStore:
     """An open ledger: its engine and the few operations every caller needs."""
 
@@ -232,46 +282,21 @@ class LedgerStore:
 
         Re-writing an entry (a retry after a commit whose answer was lost) is a no-op, by its `entry_id`.
         """
+        return self.write_rows([stored_row(e) for e in batch])
+
+    def write_rows(self, rows: Sequence[StoredRow]) -> int:
+        """Write entries already in their stored form (`stored_row`), in one transaction; new ones counted."""
         written = 0
         make_insert = pg_insert if self.dialect == "postgresql" else sqlite_insert
         with self.engine.begin() as conn:
-            for e in batch:
-                if isinstance(e, UnverifiedCitation):
-                    cited = (
-                        make_insert(citations_table)
-                        .values(
-                            entry_id=e.entry_id,
-                            ts=format_ts(e.ts),
-                            room=e.room,
-                            session_id=e.session_id,
-                            turn=e.turn,
-                            article=e.article,
-                            norm=e.norm,
-                        )
-                        .on_conflict_do_nothing(index_elements=["entry_id"])
-                    )
-                    written += conn.execute(cited).rowcount
+            for r in rows:
+                if r["kind"] == "citation":
+                    cited = make_insert(citations_table).values(**r["values"])
+                    written += conn.execute(cited.on_conflict_do_nothing(index_elements=["entry_id"])).rowcount
                     continue
-                query_redacted, digest = stored_query(e.query)
                 stmt = (
                     make_insert(calls_table)
-                    .values(
-                        entry_id=e.entry_id,
-                        ts=format_ts(e.ts),
-                        room=e.room,
-                        session_id=e.session_id,
-                        turn=e.turn,
-                        call_id=e.call_id,
-                        tool=e.tool,
-                        query_redacted=query_redacted,
-                        query_digest=digest,
-                        outcome=e.outcome,
-                        duration_ms=float(e.duration_ms),
-                        reason=e.reason,
-                        server_name=e.server_name,
-                        server_version=e.server_version,
-                        index_version=e.index_version,
-                    )
+                    .values(**r["values"])
                     .on_conflict_do_nothing(index_elements=["entry_id"])
                     .returning(calls_table.c.id)
                 )
@@ -279,22 +304,8 @@ class LedgerStore:
                 if row is None:
                     continue
                 written += 1
-                if e.sources:
-                    conn.execute(
-                        insert(sources_table),
-                        [
-                            {
-                                "call_row": row,
-                                "position": i,
-                                "citation": s.citation,
-                                "official_source_url": s.official_source_url,
-                                "excerpt_sha256": excerpt_sha256(s.excerpt),
-                                "title": s.title,
-                                "excerpt": stored_excerpt(s.excerpt),
-                            }
-                            for i, s in enumerate(e.sources, start=1)
-                        ],
-                    )
+                if r["sources"]:
+                    conn.execute(insert(sources_table), [{"call_row": row, **source} for source in r["sources"]])
         return written
 
     def close(self) -> None:

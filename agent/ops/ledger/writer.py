@@ -6,7 +6,8 @@ writes batches through `asyncio.to_thread`, and on failure keeps the batch, back
 so entries written while the store was down are replayed once it is back. Only what cannot be kept is
 lost, and each such entry is counted in `voice_ledger_dropped_total` and logged: the queue is full
 (the newest entry is refused, so the backlog stays an ordered prefix), the store refuses the data
-itself, or the job ends with entries still unwritten.
+itself, or the job ends with entries still unwritten and no spool (`spool`) can keep them: with one (the
+default from the settings), those entries wait on the host and the next writer that reaches the store writes them.
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ from sqlalchemy.exc import IntegrityError
 from agent.ops import metrics
 from agent.ops.ledger.entry import LedgerRecord
 from agent.ops.ledger.schema import LedgerSchemaError
-from agent.ops.ledger.store import LedgerStore, describe_location
+from agent.ops.ledger.spool import LedgerSpool
+from agent.ops.ledger.store import LedgerStore, describe_location, stored_row
 
 __all__ = ["DisabledLedger", "EvidenceLedger", "Ledger", "ledger_from_settings"]
 
@@ -59,6 +61,7 @@ def ledger_from_settings(settings: Any, **kwargs: Any) -> EvidenceLedger | Disab
     """The job's ledger: the configured store, or nothing when the operator turned it off."""
     if not settings.ledger_enabled:
         return DisabledLedger()
+    kwargs.setdefault("spool", LedgerSpool(settings.ledger_spool_dir))
     return EvidenceLedger(settings.ledger_location, **kwargs)
 
 
@@ -80,6 +83,7 @@ class EvidenceLedger:
         backoff_initial_s: float = 0.05,
         backoff_max_s: float = 5.0,
         connect: Callable[[str | Path], LedgerStore] = LedgerStore.open,
+        spool: LedgerSpool | None = None,
     ) -> None:
         self.location = location
         self._queue: asyncio.Queue[LedgerRecord] = asyncio.Queue(maxsize=max_queue)
@@ -90,8 +94,11 @@ class EvidenceLedger:
         self._store: LedgerStore | None = None
         self._task: asyncio.Task[None] | None = None
         self._closing = False
-        self._inflight = 0
+        self._inflight: list[LedgerRecord] = []
         self._failing = False
+        self.spool = spool
+        self.spooled = 0
+        self._spool_task: asyncio.Task[None] | None = None
         self.written = 0
         self.failures = 0
         self.dropped = 0
@@ -108,6 +115,8 @@ class EvidenceLedger:
         """Start the background writer. Never raises: an unopenable store is retried like any write."""
         if self._task is None:
             self._task = asyncio.create_task(self._run(), name="evidence-ledger-writer")
+            if self.spool is not None:  # what conversations before this one could not write
+                self._spool_task = asyncio.create_task(self.flush_spool(), name="evidence-ledger-spool")
 
     def record(self, entry: LedgerRecord) -> None:
         try:
@@ -135,12 +144,28 @@ class EvidenceLedger:
                 self._store.close()
             self._store = None
 
+    def _replay_spool(self) -> None:
+        """Write what earlier conversations on this host left in the spool (the store is reachable now)."""
+        if self.spool is None or self.spool.pending() == 0:
+            return
+        if self._store is None:
+            self._store = self._connect(self.location)
+        self.spool.replay(self._store.write_rows)
+
+    async def flush_spool(self) -> None:
+        """Write the spool now; a store still down leaves it for later (never raises)."""
+        try:
+            await asyncio.to_thread(self._replay_spool)
+        except Exception as exc:
+            logger.debug("ledger spool not written yet (%s)", type(exc).__name__)
+            await asyncio.to_thread(self._reset_store)
+
     async def _run(self) -> None:
         while True:
             batch = [await self._queue.get()]
             while len(batch) < self._batch_size and not self._queue.empty():
                 batch.append(self._queue.get_nowait())
-            self._inflight = len(batch)
+            self._inflight = batch
             delay = self._backoff_initial
             while True:
                 try:
@@ -149,6 +174,7 @@ class EvidenceLedger:
                     if self._failing:
                         self._failing = False
                         logger.info("ledger writes recovered")
+                        await self.flush_spool()
                     break
                 except IntegrityError as exc:
                     # the data itself is refused: retrying cannot help
@@ -160,7 +186,7 @@ class EvidenceLedger:
                     await asyncio.to_thread(self._reset_store)
                     await asyncio.sleep(delay)
                     delay = min(delay * 2, self._backoff_max)
-            self._inflight = 0
+            self._inflight = []
             for _ in batch:
                 self._queue.task_done()
 
@@ -188,6 +214,9 @@ class EvidenceLedger:
     async def close(self, timeout: float = 5.0) -> None:  # noqa: ASYNC109 - the API takes a flush budget
         """Flush what is queued (up to `timeout` seconds), then stop. Unflushed entries are counted."""
         self._closing = True
+        if self._spool_task is not None:  # its thread shares the store: let it finish first
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(self._spool_task), timeout)
         if self._task is not None:
             try:
                 await asyncio.wait_for(self._queue.join(), timeout)
@@ -197,11 +226,28 @@ class EvidenceLedger:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
             self._task = None
-        left = self._queue.qsize() + self._inflight
-        self._inflight = 0
+        left = list(self._inflight)
+        self._inflight = []
         while not self._queue.empty():
-            self._queue.get_nowait()
+            left.append(self._queue.get_nowait())
             self._queue.task_done()
         if left:
-            self._drop(left, "unflushed at close")
+            await self._spool_or_drop(left)
         await asyncio.to_thread(self._reset_store)
+
+    async def _spool_or_drop(self, left: list[LedgerRecord]) -> None:
+        """Entries the store did not take before the job ends: into the host's spool, else counted as lost."""
+        if self.spool is not None:
+            try:
+                await asyncio.to_thread(self.spool.put, [stored_row(e) for e in left])
+            except Exception as exc:
+                logger.warning("ledger spool unusable (%s)", type(exc).__name__)
+            else:
+                self.spooled += len(left)
+                logger.warning(
+                    "ledger entries spooled: %d (store unreachable at close; the next writer writes them)",
+                    len(left),
+                    extra={"count": len(left)},
+                )
+                return
+        self._drop(len(left), "unflushed at close")

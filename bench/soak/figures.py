@@ -1,0 +1,192 @@
+"""The soak's figures, from what the people saw, what was injected, the ledger and the programs' samples.
+
+Why each is defined as it is:
+- a conversation is "hit" when a page-facing fault began or was still being cleared while it was open; it was
+  told when the page showed a Spanish message for what went wrong (a `failed` research message, the session
+  or voice model gone), or it needed none (a question asked or still open once the fault began was answered
+  with evidence, or it asked nothing more); a hit conversation that waited in silence past 30 s, or whose
+  questions since the fault all ended without evidence or a message, was not told;
+- memory and descriptors are measured on each program's long-lived process, after a warm-up, on the
+  incarnation that ran longest (a program restarted by a fault starts its figures over).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from agent.ops.ledger.reader import read_room
+from bench.soak.faults import Fault
+from bench.soak.people import Visit
+from bench.soak.programs import Sample, Watched
+from bench.stats import percentile
+
+PAGE_FAULTS = frozenset({"search_killed", "search_slow", "model_dropped", "livekit_restarted", "worker_restarted"})
+WARMUP_SHARE = 0.2
+# livekit-agents' own error lines when a job process dies or hangs (ipc/supervised_proc.py, 1.8.9)
+JOB_CRASH_SIGNS = (
+    "process exited with non-zero exit code",
+    "process is unresponsive, killing process",
+    "did not ack shutdown in time",
+    "process did not exit in time",
+)
+
+
+def hit_by(visit: Visit, fault: Fault) -> bool:
+    end = visit.left_at if visit.left_at is not None else float("inf")
+    cleared = fault.cleared_at if fault.cleared_at is not None else float("inf")
+    return visit.opened_at <= cleared and fault.injected_at <= end
+
+
+def told_or_recovered(visit: Visit, faults: list[Fault], stuck_after_s: float) -> bool:
+    """The page said what went wrong, or needed not say anything (every question asked once the fault had begun
+    was answered with evidence, or none was asked); never a wait longer than
+    `stuck_after_s` with neither, and no evidence left unended."""
+    if visit.stuck(stuck_after_s) or visit.lost:
+        return False
+    if visit.told or any(q.outcome == "failed" for q in visit.questions):
+        return True
+    began = min(f.injected_at for f in faults)
+    after = [q for q in visit.questions if q.asked_at >= began or (q.ended_at or float("inf")) >= began]
+    return not after or any(q.outcome == "completed" for q in after)
+
+
+def recovery_times(visits: list[Visit], faults: list[Fault]) -> list[tuple[str, float]]:
+    """For each cleared page-facing fault: from clearing to the first answer with evidence to a question asked
+    after it (by anyone), with the fault's kind."""
+    answers = sorted(
+        (q.asked_at, q.ended_at) for v in visits for q in v.questions if q.outcome == "completed" and q.ended_at
+    )
+    times = []
+    for fault in faults:
+        if fault.kind not in PAGE_FAULTS or fault.cleared_at is None:
+            continue
+        later = [ended for asked, ended in answers if asked >= fault.cleared_at]
+        if later:
+            times.append((fault.kind, min(later) - fault.cleared_at))
+    return times
+
+
+def ledger_lost(visits: list[Visit], ledger_url: str) -> tuple[int, list[str]]:
+    """Searches the page saw end (completed, failed or discarded) that the ledger has no row for."""
+    missing: list[str] = []
+    for visit in visits:
+        if not visit.room or not visit.seen:
+            continue
+        kept = {row["call_id"] for row in read_room(ledger_url, visit.room)}
+        missing += [f"{visit.room}/{call_id}" for call_id in visit.seen if call_id not in kept]
+    return len(missing), missing[:10]
+
+
+def _longest_incarnation(samples: list[Sample]) -> list[Sample]:
+    runs: list[list[Sample]] = []
+    for s in samples:
+        if runs and runs[-1][-1].pid == s.pid:
+            runs[-1].append(s)
+        else:
+            runs.append([s])
+    return max(runs, key=lambda run: run[-1].at - run[0].at) if runs else []
+
+
+def growth(watched: Watched) -> dict[str, Any]:
+    run = _longest_incarnation(watched.samples)
+    if len(run) < 5:
+        return {"samples": len(run)}
+    steady = run[int(len(run) * WARMUP_SHARE) :]
+    t = np.array([s.at for s in steady]) / 3600.0
+    rss = np.array([s.rss_mb for s in steady])
+    slope_mb_per_h = float(np.polyfit(t - t[0], rss, 1)[0]) if len(steady) >= 3 and t[-1] > t[0] else 0.0
+    return {
+        "rss_mb_start": round(float(rss[0]), 1),
+        "rss_mb_end": round(float(rss[-1]), 1),
+        "rss_growth_pct_per_hour": round(100 * slope_mb_per_h / float(np.median(rss)), 2),
+        "fd_start": steady[0].fds,
+        "fd_end": steady[-1].fds,
+        "fd_max": max(s.fds for s in steady),
+        "fd_growth": steady[-1].fds - steady[0].fds,
+        "incarnations": len({s.pid for s in watched.samples}),
+        "minutes_measured": round((steady[-1].at - steady[0].at) / 60, 1),
+    }
+
+
+def figures(
+    *,
+    minutes: float,
+    conversations: int,
+    visits: list[Visit],
+    faults: list[Fault],
+    ledger_url: str,
+    watched: dict[str, Watched],
+    unplanned_exits: list[tuple[str, int, int | None]],
+    job_crashes: int,
+    stuck_after_s: float,
+    t0: float,
+) -> dict[str, Any]:
+    page_faults = [f for f in faults if f.kind in PAGE_FAULTS]
+    hit = [(v, [f for f in page_faults if hit_by(v, f)]) for v in visits]
+    hit = [(v, fs) for v, fs in hit if fs]
+    told = [v for v, fs in hit if told_or_recovered(v, fs, stuck_after_s)]
+    questions = [q for v in visits for q in v.questions]
+    lost_count, lost_examples = ledger_lost(visits, ledger_url)
+    recovery_by_kind = recovery_times(visits, faults)
+    recovery = [t for _, t in recovery_by_kind]
+    stuck = [
+        (v.room, w.what, round(w.since - t0, 1), round(w.until - w.since, 1), w.seen)
+        for v in visits
+        for w in v.stuck(stuck_after_s)
+    ]
+    programs = {name: growth(w) for name, w in watched.items()}
+    return {
+        "minutes": minutes,
+        "conversations": conversations,
+        "visits": len(visits),
+        "questions": len(questions),
+        "answered": sum(1 for q in questions if q.outcome == "completed"),
+        "outcomes": dict(Counter(q.outcome or f"none:{q.told}" for q in questions)),
+        "failed_reasons": dict(Counter(q.reason for q in questions if q.outcome == "failed")),
+        "evidence_lost": sum(len(v.lost) for v in visits),
+        "evidence_lost_examples": [f"{v.room}/{c}" for v in visits for c in v.lost][:10],
+        "evidence_cut": sum(len(v.cut) for v in visits),
+        "ledger_lost": lost_count,
+        "ledger_lost_examples": lost_examples,
+        "faults": dict(Counter(f.kind for f in faults)),
+        "fault_errors": [f"{f.kind}: {f.error}" for f in faults if f.error],
+        "models_dropped_mid_answer": sum(1 for f in faults if f.kind == "model_dropped" and f.detail.get("mid_answer")),
+        "hit_conversations": len(hit),
+        "failures_told": round(len(told) / len(hit), 3) if hit else None,
+        "not_told": [v.room for v, _ in hit if v not in told][:10],
+        "messages_shown": dict(Counter(kind.split(":")[0] for v in visits for _, kind in v.told)),
+        "stuck_pages": len(stuck),
+        "stuck_examples": stuck[:10],
+        "worker_deaths": len(unplanned_exits),
+        "worker_deaths_detail": unplanned_exits[:10],
+        "job_crashes": job_crashes,
+        "injected_worker_deaths": sum(1 for f in faults if f.kind == "worker_restarted"),
+        "recovery_p50_s": round(percentile(recovery, 50), 2) if recovery else None,
+        "recovery_p95_s": round(percentile(recovery, 95), 2) if recovery else None,
+        "recovery_max_s": round(max(recovery), 2) if recovery else None,
+        "recovery_by_kind_max_s": {
+            kind: round(max(t for k, t in recovery_by_kind if k == kind), 2) for kind, _ in recovery_by_kind
+        },
+        "fault_timeline": [
+            (f.kind, round(f.injected_at - t0, 1), round(f.cleared_at - t0, 1) if f.cleared_at else None)
+            for f in faults
+        ],
+        "rss_growth_pct_per_hour": {n: p.get("rss_growth_pct_per_hour") for n, p in programs.items()},
+        "fd_growth": {n: p.get("fd_growth") for n, p in programs.items()},
+        "programs": programs,
+        "visit_errors": [v.error for v in visits if v.error][:10],
+    }
+
+
+def count_job_crashes(log_dir: Path) -> int:
+    """Job processes that ended abnormally, as the workers' own logs say (livekit-agents logs each)."""
+    crashes = 0
+    for log in log_dir.glob("worker-*.log"):
+        for line in log.read_text(errors="replace").splitlines():
+            if any(sign in line for sign in JOB_CRASH_SIGNS):
+                crashes += 1
+    return crashes

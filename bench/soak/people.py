@@ -1,0 +1,363 @@
+"""People who keep coming: each opens the page, asks typed and spoken questions, barges in now and then, leaves.
+
+Why it is written like the page and not like a test: what the soak must prove is that a person is never left
+waiting without being told. So each visit does what the page does (`POST /api/session`, join, ask the page
+service again for an agent while none is there, start over after the page said the session ended) and notes,
+with times, every moment it waited and what ended the wait: the thing it waited for, or a Spanish message
+the page would show (a `failed` research message, a failed voice model, the room gone). A wait of more than
+`stuck_after_s` that neither ended is a stuck page. Every wait is bounded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+from livekit import rtc
+
+from tests.person import AGENT_STATE_ATTRIBUTE, CHAT_TOPIC, TERMINAL, Person
+
+FAILURE_ATTRIBUTE = "lexvoz.failure"
+TYPED_QUESTIONS = (
+    "¿A qué edad se adquiere la ciudadanía panameña?",
+    "¿Qué dice la Constitución sobre la libertad de culto?",
+    "¿Quién elige al Presidente de la República?",
+    "¿Cuánto dura el periodo presidencial?",
+    "¿Qué derechos tienen los trabajadores?",
+)
+SPOKEN_QUESTION = "¿Cuál es el idioma oficial de Panamá?"
+
+
+@dataclass
+class Question:
+    """One question and what the page showed for it (monotonic times)."""
+
+    kind: str  # typed | spoken | barge_in
+    asked_at: float
+    call_id: str | None = None
+    started_at: float | None = None
+    outcome: str | None = None  # completed | failed | discarded
+    reason: str | None = None
+    ended_at: float | None = None
+    told: str | None = None  # the page's message when the question ended without an outcome
+
+
+@dataclass
+class Wait:
+    """A moment the page waited for something; `ended_by` is what ended it (None: it never ended: stuck)."""
+
+    what: str
+    since: float
+    until: float
+    ended_by: str | None
+    seen: str = ""  # for a wait that never ended: what the page had of the agent then
+
+
+@dataclass
+class Visit:
+    """One person's conversation, from opening the page to leaving (or the page saying it is over)."""
+
+    index: int
+    opened_at: float
+    room: str | None = None
+    left_at: float | None = None
+    questions: list[Question] = field(default_factory=list)
+    waits: list[Wait] = field(default_factory=list)
+    told: list[tuple[float, str]] = field(default_factory=list)  # the page's Spanish messages, by kind
+    agents: list[str] = field(default_factory=list)
+    agent_left_at: list[float] = field(default_factory=list)
+    lost: list[str] = field(default_factory=list)  # started, never ended, while its agent and room stayed
+    cut: list[str] = field(default_factory=list)  # started, then its agent or the room went away
+    seen: dict[str, str] = field(default_factory=dict)  # call_id -> terminal type, as the page saw them
+    error: str | None = None
+
+    def stuck(self, after_s: float) -> list[Wait]:
+        return [w for w in self.waits if w.ended_by is None and w.until - w.since > after_s]
+
+
+@dataclass
+class PeopleOptions:
+    web_url: str
+    conversations: int = 4
+    stuck_after_s: float = 30.0
+    questions_per_visit: tuple[int, int] = (2, 5)
+    barge_in_share: float = 0.2
+    seed: int = 7
+
+
+class Page:
+    """One visit driven the way the page behaves; `run()` returns what it saw."""
+
+    def __init__(self, index: int, opts: PeopleOptions, http: aiohttp.ClientSession, rng: random.Random) -> None:
+        self.opts = opts
+        self.http = http
+        self.rng = rng
+        self.visit = Visit(index=index, opened_at=time.monotonic())
+        self.person: Person | None = None
+        self.disconnected = False
+
+    # -- what the page would say ----------------------------------------------------------------
+
+    def message(self) -> str | None:
+        """The Spanish message the page shows now that ends any wait, or None."""
+        person = self.person
+        if self.disconnected:
+            return "session_ended"  # «La sesión terminó. Pulse «Empezar» para iniciar otra.»
+        if person is not None and person.agent_identity is not None and not person.agent_left:
+            agent = person.room.remote_participants.get(person.agent_identity)
+            if agent is not None and agent.attributes.get("lexvoz.model") == "failed":
+                return f"model_failed:{agent.attributes.get(FAILURE_ATTRIBUTE, '')}"
+        return None
+
+    def snapshot(self) -> str:
+        """What the page had of the agent (no conversation text): which condition a stuck wait lacked."""
+        person = self.person
+        if person is None:
+            return "no room"
+        agent = person.room.remote_participants.get(person.agent_identity or "")
+        attrs = agent.attributes if agent is not None else {}
+        return (
+            f"agent={'present' if agent else 'absent'} left={person.agent_left} mic={person.mic_subscribed} "
+            f"greeted={person.greeted} state={attrs.get(AGENT_STATE_ATTRIBUTE)} model={attrs.get('lexvoz.model')} "
+            f"room={person.room.connection_state} messages={[m.type for m in person.messages][-4:]}"
+        )
+
+    def _note_message(self) -> str | None:
+        said = self.message()
+        if said is not None and not any(kind == said for _, kind in self.visit.told):
+            self.visit.told.append((time.monotonic(), said))
+        return said
+
+    async def wait(self, what: str, check: Callable[[], Any], within: float | None = None) -> str:
+        """Wait for `check()`; returns "ok", or the page's message that ended the wait. Raises TimeoutError
+        (after recording a stuck wait) when neither came within `within` (default: `stuck_after_s`)."""
+        assert self.person is not None
+        bound = self.opts.stuck_after_s if within is None else within
+        since = time.monotonic()
+        result: dict[str, str] = {}
+
+        person = self.person
+
+        def done() -> bool:
+            if check():
+                result["by"] = "ok"
+                return True
+            said = self._note_message()
+            if said is not None:
+                result["by"] = said
+                return True
+            if person.agent_left:  # the page starts waiting for an agent again (`agent_ready`)
+                result["by"] = "agent_left"
+                return True
+            return False
+
+        try:
+            await self.person.wait_for(done, what, bound)
+        except TimeoutError:
+            self.visit.waits.append(Wait(what, since, time.monotonic(), None, self.snapshot()))
+            raise
+        self.visit.waits.append(Wait(what, since, time.monotonic(), result["by"]))
+        return result["by"]
+
+    # -- the visit ------------------------------------------------------------------------------
+
+    async def open(self, stop_at: float) -> bool:
+        """`POST /api/session` and join, as the page does after Start; a refusal is shown and Start pressed
+        again a little later. False when the soak ended first."""
+        while time.monotonic() < stop_at:
+            try:
+                self.person = await Person.from_page_service(self.opts.web_url, self.http)
+                self.person.room.on("disconnected", self._on_disconnected)
+                self.person.room.on("participant_disconnected", self._on_left)
+                self.visit.room = self.person.name
+                await asyncio.wait_for(self.person.connect(), 20)
+                return True
+            except (RuntimeError, aiohttp.ClientError, TimeoutError, rtc.ConnectError) as exc:
+                # the page shows the service's Spanish error, or «No se pudo conectar con el servidor de voz»
+                self.visit.told.append((time.monotonic(), f"open_refused:{type(exc).__name__}"))
+                if self.person is not None:
+                    with contextlib.suppress(Exception):
+                        await asyncio.wait_for(self.person.aclose(), 10)
+                    self.person = None
+                await asyncio.sleep(1)  # the person reads the message and presses Start again
+        return False
+
+    def _on_disconnected(self, *_: object) -> None:
+        self.disconnected = True
+        if self.person is not None:
+            self.person._poke()
+
+    def _on_left(self, participant: rtc.RemoteParticipant) -> None:
+        person = self.person
+        if person is not None and participant.identity == person.agent_identity:
+            # the microphone stays marked subscribed: livekit reports only a track's first subscription, and the
+            # page, like a person, goes by the new agent's state ("listening"), not by who subscribed
+            self.visit.agent_left_at.append(time.monotonic())
+
+    async def agent_ready(self) -> str:
+        """Until an agent hears us and listens: the page asks again for one while none is in the room."""
+        person = self.person
+        assert person is not None
+        if not person.agent_identity or person.agent_left:
+            started = time.monotonic()
+            try:
+                await self.wait_for_agent(self.opts.stuck_after_s)
+            except (TimeoutError, RuntimeError):
+                said = self._note_message()
+                self.visit.waits.append(Wait("agent", started, time.monotonic(), said))
+                if said is None:
+                    raise
+                return said
+            self.visit.waits.append(Wait("agent", started, time.monotonic(), "ok"))
+        if person.agent_identity and person.agent_identity not in self.visit.agents:
+            self.visit.agents.append(person.agent_identity)
+        by = await self.wait("agent listening", person.listening)
+        return await self.agent_ready() if by == "agent_left" else by
+
+    async def wait_for_agent(self, within: float) -> None:
+        """What the page does while no agent is in the room (docs/protocol.md, waiting for a free agent): after
+        5 s, `POST /api/agent` at the pace the service names, naming the agent it saw leave, if any."""
+        person = self.person
+        assert person is not None
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + within
+        pause = 5.0
+        while True:
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                raise TimeoutError(f"room {person.name}: no agent within {within:.0f} s")
+            with contextlib.suppress(TimeoutError):
+                await person.wait_for(
+                    lambda: person.agent_identity and not person.agent_left, "agent", min(pause, remaining)
+                )
+                return
+            if self.message() is not None:
+                raise RuntimeError("the page said the session is over")
+            headers = {"Authorization": f"Bearer {person.session['token']}"}
+            left = person.agent_identity if person.agent_left else None
+            url = f"{self.opts.web_url.rstrip('/')}/api/agent"
+            try:
+                async with self.http.post(
+                    url, headers=headers, json={"left": left} if left else None, timeout=aiohttp.ClientTimeout(total=15)
+                ) as resp:
+                    if resp.status in (401, 403, 404):
+                        raise RuntimeError(f"POST /api/agent answered {resp.status}")
+                    pause = min(30.0, max(2.0, float(resp.headers.get("Retry-After", "5"))))
+            except (aiohttp.ClientError, TimeoutError):
+                continue  # as the page does: a failed request is asked again at the same pace
+
+    async def ask(self, kind: str, seen: set[str]) -> Question:
+        person = self.person
+        assert person is not None
+        question = Question(kind=kind, asked_at=time.monotonic())
+        self.visit.questions.append(question)
+        if kind == "typed":
+            text = TYPED_QUESTIONS[self.rng.randrange(len(TYPED_QUESTIONS))]
+            await person.room.local_participant.send_text(text, topic=CHAT_TOPIC)
+        else:
+            await person.mic.speak()
+        question.asked_at = time.monotonic()
+        by = await self.wait("research started", lambda: person.first("started", exclude=seen))
+        if by != "ok":
+            question.told = by
+            return question
+        started = person.first("started", exclude=seen)
+        assert started is not None
+        seen.add(started.call_id)
+        question.call_id, question.started_at = started.call_id, started.at
+        by = await self.wait("research outcome", lambda: person.outcome_of(started.call_id))
+        outcome = person.outcome_of(started.call_id)
+        if outcome is None:
+            question.told = by
+            return question
+        question.outcome, question.ended_at = outcome.type, outcome.at
+        question.reason = outcome.body.get("reason")
+        return question
+
+    async def run(self, stop_at: float) -> Visit:
+        try:
+            if not await self.open(stop_at):
+                return self.visit
+            seen: set[str] = set()
+            count = self.rng.randint(*self.opts.questions_per_visit)
+            asked = 0
+            while asked < count and time.monotonic() < stop_at:
+                if await self.agent_ready() != "ok":
+                    break  # the page said the conversation is over: this person leaves
+                barge = asked > 0 and self.rng.random() < self.opts.barge_in_share
+                if barge:
+                    await self._until_speaking()
+                kind = "barge_in" if barge else ("typed" if asked % 2 == 0 else "spoken")
+                question = await self.ask(kind, seen)
+                asked += 1
+                if question.told not in (None, "agent_left"):
+                    break  # the page said the conversation is over: this person leaves
+                if question.outcome == "completed" and self.rng.random() < self.opts.barge_in_share:
+                    continue  # the next question barges in over this answer
+        except TimeoutError:
+            pass  # recorded as a stuck wait; the person gives up and leaves
+        except Exception as exc:
+            self.visit.error = f"{type(exc).__name__}: {exc}"
+        finally:
+            await self.leave()
+        return self.visit
+
+    async def _until_speaking(self) -> None:
+        person = self.person
+        assert person is not None
+
+        def speaking() -> bool:
+            agent = person.room.remote_participants.get(person.agent_identity or "")
+            return agent is not None and agent.attributes.get(AGENT_STATE_ATTRIBUTE) == "speaking"
+
+        with contextlib.suppress(TimeoutError):
+            await person.wait_for(speaking, "agent speaking", 10)
+
+    async def leave(self) -> None:
+        self.visit.left_at = time.monotonic()
+        person = self.person
+        if person is None:
+            return
+        gone = set(self.visit_gone_calls())
+        for message in person.messages:
+            if message.type in TERMINAL:
+                self.visit.seen[message.call_id] = message.type
+        for call_id in person.lost_evidence():
+            (self.visit.cut if call_id in gone else self.visit.lost).append(call_id)
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(person.aclose(), 10)
+
+    def visit_gone_calls(self) -> list[str]:
+        """Calls started before their agent left or the room went away: nobody is left to end them."""
+        person = self.person
+        assert person is not None
+        if self.disconnected:
+            return [m.call_id for m in person.messages if m.type == "started"]
+        if not self.visit.agent_left_at:
+            return []
+        last_left = max(self.visit.agent_left_at)
+        return [m.call_id for m in person.messages if m.type == "started" and m.at <= last_left]
+
+
+async def keep_people_coming(opts: PeopleOptions, stop_at: float) -> list[Visit]:
+    """`opts.conversations` people at once until `stop_at`; whoever leaves is followed by someone new."""
+    rng = random.Random(opts.seed)
+    visits: list[Visit] = []
+    counter = iter(range(1_000_000))
+    async with aiohttp.ClientSession() as http:
+
+        async def slot(offset: float) -> None:
+            await asyncio.sleep(offset)  # stagger the first arrivals, as people do
+            while time.monotonic() < stop_at:
+                page = Page(next(counter), opts, http, random.Random(rng.random()))
+                visits.append(await page.run(stop_at))
+                await asyncio.sleep(1.0)  # the next person opens the page
+
+        await asyncio.gather(*(slot(i * 2.0) for i in range(opts.conversations)))
+    return visits
