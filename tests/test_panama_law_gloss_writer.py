@@ -27,7 +27,7 @@ import pytest
 from panama_law import __main__ as cli
 from panama_law.index import build
 from panama_law.index import disk as index
-from panama_law.ingest import gloss_store, gloss_writer, glosses
+from panama_law.ingest import gloss_requests, gloss_store, glosses
 from panama_law.ingest.sources import ImportOptions, read_norms
 from panama_law.retrieve.search import Searcher
 from panama_law.serve import loading
@@ -45,7 +45,7 @@ def endpoint(monkeypatch: pytest.MonkeyPatch) -> Iterator[GlossEndpoint]:
     with running() as ep:
         monkeypatch.setenv("OPENAI_API_KEY", "sk-test-key")
         monkeypatch.setenv("OPENAI_BASE_URL", ep.url)
-        monkeypatch.setattr(gloss_writer, "RETRY_WAIT_BASE_S", 0.01)
+        monkeypatch.setattr(gloss_requests, "RETRY_WAIT_BASE_S", 0.01)
         yield ep
 
 
@@ -187,7 +187,7 @@ def test_a_run_that_fails_midway_keeps_what_was_paid_and_the_rerun_asks_only_the
     rc, _, err = _run(capsys, data_dir, law, "--write-glosses", "--yes")
     assert rc == 1
     _one_error_line(err, "run again to resume")
-    assert len(endpoint.requests) == k - 1 + gloss_writer.MAX_ATTEMPTS  # the failing one retried, then given up
+    assert len(endpoint.requests) == k - 1 + gloss_requests.MAX_ATTEMPTS  # the failing one retried, then given up
     assert index.index_path(data_dir).read_bytes() == before  # nothing imported
     assert not law.with_name("ley_de_prueba.glosses.jsonl").exists()
     paid = set(endpoint.requests[: k - 1])
@@ -205,7 +205,7 @@ def test_ctrl_c_keeps_the_replies_already_paid_for(
     monkeypatch: pytest.MonkeyPatch,
     one_at_a_time: None,
 ) -> None:
-    ask, calls = gloss_writer._ask, []
+    ask, calls = gloss_requests._ask, []
 
     def interrupted_on_the_third(*args: Any) -> Any:
         calls.append(args)
@@ -213,11 +213,11 @@ def test_ctrl_c_keeps_the_replies_already_paid_for(
             raise KeyboardInterrupt
         return ask(*args)
 
-    monkeypatch.setattr(gloss_writer, "_ask", interrupted_on_the_third)
+    monkeypatch.setattr(gloss_requests, "_ask", interrupted_on_the_third)
     rc, _, err = _run(capsys, data_dir, law, "--write-glosses", "--yes")
     assert rc == 1 and len(endpoint.requests) == 2
     _one_error_line(err, "interrupted; 2 replies are cached")
-    monkeypatch.setattr(gloss_writer, "_ask", ask)
+    monkeypatch.setattr(gloss_requests, "_ask", ask)
     assert _run(capsys, data_dir, law, "--write-glosses", "--yes")[0] == 0
     assert len(endpoint.requests) == _articles()  # 2 before the interruption, the rest after: none twice
     assert len(set(endpoint.requests)) == _articles()
@@ -244,7 +244,7 @@ def test_rate_limits_and_transient_failures_are_retried_honouring_retry_after(
     [
         (Failure(429, QUOTA_BODY), "quota is used up", 1),
         (Failure(403, AUTH_BODY), "refused the key (HTTP 403)", 1),
-        (Failure(malformed=True), "did not fit the glosses schema", gloss_writer.MAX_ATTEMPTS),
+        (Failure(malformed=True), "did not fit the glosses schema", gloss_requests.MAX_ATTEMPTS),
         (Failure(404, {"error": {"message": "The model `nada` does not exist"}}), "`nada` does not exist", 1),
     ],
     ids=["quota", "forbidden", "malformed", "unknown-model"],

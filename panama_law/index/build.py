@@ -124,6 +124,7 @@ def write_glosses(
     The estimate is shown and confirmed before the first request (`yes` confirms it). A run nobody confirmed at a
     terminal (`yes`, or `unattended` for the server) is held to PANAMA_LAW_GLOSS_MAX_COST, before and during the
     run. A failure raises GlossError with the replies paid for so far kept in the cache."""
+    from ..ingest import gloss_requests as gr
     from ..ingest import gloss_store as gs
     from ..ingest import gloss_writer as gw
 
@@ -144,7 +145,7 @@ def write_glosses(
     if say is not None:
         run.say = say
     if plan.missing:
-        client = gw.client_from_env(settings.gloss_timeout_s)
+        client = gr.client_from_env(settings.gloss_timeout_s)
         if run.max_cost is not None:
             gw.check_ceiling(plan, run.max_cost)
         if unattended:
@@ -159,7 +160,7 @@ def write_glosses(
             if len(held) == len(norm.articles):
                 run.say(f"glosses worksheet for {norm.info.name}: {out}, kept as it is")
                 continue
-            glossed = gw.write(norm.articles, cache, run, held)
+            glossed = gr.write(norm.articles, cache, run, held)
             out.parent.mkdir(parents=True, exist_ok=True)
             gs.write_worksheet(out, norm.articles, glossed)
             run.say(f"glosses worksheet for {norm.info.name}: {out}")
