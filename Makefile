@@ -8,12 +8,13 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 WEB_STAMP := web/node_modules/.installed
 INTEROP_STAMP := tests/interop/node_modules/.installed
-.PHONY: help venv web web-deps interop-deps livekit-server browser postgres redis nginx run test test-fast test-python test-multinode test-web evals lint format bench clean
+.PHONY: help venv web web-deps interop-deps livekit-server browser postgres redis nginx run test test-fast test-python test-multinode test-soak test-web evals lint format bench clean
 
 help:
 	@echo "make run        start livekit-server, the search server, the page service and the worker"
 	@echo "make test       the whole test suite (installs what it needs)"
 	@echo "make test-fast  the suite without the end-to-end, two-node, journey and soak tests"
+	@echo "make test-soak  three minutes of people talking while the stack breaks (bench/soak.py; not yet in make test)"
 	@echo "make test-python PY_VERSION=3.12  the suite without the end-to-end tests on another Python, in .venv-3.12"
 	@echo "make evals      agent behaviour evals: the real model and an LLM judge with OPENAI_API_KEY, else offline"
 	@echo "make lint       ruff and mypy (strict for agent/, panama_law/ and research/)"
@@ -88,6 +89,9 @@ run: $(STAMP) web livekit-server
 test: $(STAMP) web interop-deps livekit-server browser postgres redis nginx
 	cd web && npm test
 	$(PY) -m pytest
+
+test-soak: $(STAMP) livekit-server postgres
+	$(PY) -m pytest -m soak tests/test_soak.py
 
 test-multinode: $(STAMP) livekit-server redis
 	$(PY) -m pytest -m multinode tests/multinode
