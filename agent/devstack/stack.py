@@ -45,6 +45,7 @@ class StackOptions:
     worker_env: dict[str, str] = field(default_factory=dict)
     livekit_args: list[str] = field(default_factory=list)  # e.g. ["--redis-host", "127.0.0.1:6380"] for a cluster
     search_env: dict[str, str] = field(default_factory=dict)
+    web_env: dict[str, str] = field(default_factory=dict)  # the page service's extra settings (tests)
     start_web: bool = True
     start_worker: bool = True
     ledger_path: Path | None = None
@@ -163,7 +164,8 @@ class Stack:
         self._wait(f"{self.standin_url}/healthz", "realtime-standin", timeout=30)
 
     def _start_web(self) -> None:
-        self._spawn("web", ["-m", "agent", "web", "--port", str(self.opts.web_port)], self.common_env())
+        env = {**self.common_env(), **self.opts.web_env}
+        self._spawn("web", ["-m", "agent", "web", "--port", str(self.opts.web_port)], env)
         self._wait(f"http://127.0.0.1:{self.opts.web_port}/healthz", "web", timeout=30)
 
     def run_doctor(self) -> tuple[int, str]:
