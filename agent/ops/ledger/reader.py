@@ -8,12 +8,12 @@ older schema is named as such). Rows come back as plain dicts, ready for the CLI
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, Select, select
+from sqlalchemy import ColumnElement, Connection, Select, Table, select
 
 from agent.ops.ledger.entry import format_ts
 from agent.ops.ledger.schema import ledger_events, sources, tool_calls, unverified_citations
@@ -110,50 +110,47 @@ def room_erasures(location: str | Path, room: str) -> list[dict[str, Any]]:
             return [dict(r) for r in conn.execute(query).mappings()]
 
 
-def read_range(location: str | Path, since: datetime, until: datetime) -> Iterator[dict[str, Any]]:
-    """Every tool call with `since <= ts < until`, oldest first, read in pages so memory stays flat."""
+def _pages(
+    location: str | Path,
+    table: Table,
+    columns: Sequence[ColumnElement[Any]],
+    since: datetime,
+    until: datetime,
+    finish: Callable[[Connection, list[dict[str, Any]]], list[dict[str, Any]]] | None = None,
+) -> Iterator[dict[str, Any]]:
+    """`table`'s rows with `since <= ts < until`, oldest first, read `_PAGE` at a time after the last (ts, id)
+    seen, so memory stays flat; `finish` completes a page on the same connection (a call's sources)."""
     low, high = format_ts(since), format_ts(until)
+    ts_col, id_col = table.c.ts, table.c.id
     with LedgerStore.open(location, readonly=True) as store:
         if store.empty:
             return
         after: tuple[str, int] | None = None
         while True:
             with store.engine.connect() as conn:
-                query = select(*_CALL_COLUMNS).where(tool_calls.c.ts >= low, tool_calls.c.ts < high)
+                query = select(*columns).where(ts_col >= low, ts_col < high)
                 if after is not None:
                     ts, row_id = after
-                    query = query.where((tool_calls.c.ts > ts) | ((tool_calls.c.ts == ts) & (tool_calls.c.id > row_id)))
-                query = query.order_by(tool_calls.c.ts, tool_calls.c.id).limit(_PAGE)
-                rows = [dict(r) for r in conn.execute(query).mappings()]
+                    query = query.where((ts_col > ts) | ((ts_col == ts) & (id_col > row_id)))
+                rows = [dict(r) for r in conn.execute(query.order_by(ts_col, id_col).limit(_PAGE)).mappings()]
                 if not rows:
                     return
                 after = (rows[-1]["ts"], rows[-1]["id"])
-                page = _with_sources(conn, rows)
+                page = finish(conn, rows) if finish is not None else rows
             yield from page
             if len(page) < _PAGE:
                 return
 
 
+def read_range(location: str | Path, since: datetime, until: datetime) -> Iterator[dict[str, Any]]:
+    """Every tool call with `since <= ts < until`, oldest first, with its sources, read in pages."""
+    return _pages(location, tool_calls, _CALL_COLUMNS, since, until, _with_sources)
+
+
 def read_citations_range(location: str | Path, since: datetime, until: datetime) -> Iterator[dict[str, Any]]:
     """Every unverified citation with `since <= ts < until`, oldest first, in pages: what an audit of a period
     needs beside its calls (which article of which norm the agent named with no source holding it, where, when)."""
-    low, high = format_ts(since), format_ts(until)
     c = unverified_citations.c
-    columns = (c.id, c.ts, c.room, c.session_id, c.turn, c.article, c.norm)
-    with LedgerStore.open(location, readonly=True) as store:
-        if store.empty:
-            return
-        after: tuple[str, int] | None = None
-        while True:
-            with store.engine.connect() as conn:
-                query = select(*columns).where(c.ts >= low, c.ts < high)
-                if after is not None:
-                    ts, row_id = after
-                    query = query.where((c.ts > ts) | ((c.ts == ts) & (c.id > row_id)))
-                rows = [dict(r) for r in conn.execute(query.order_by(c.ts, c.id).limit(_PAGE)).mappings()]
-            if not rows:
-                return
-            after = (rows[-1]["ts"], rows[-1]["id"])
-            yield from rows
-            if len(rows) < _PAGE:
-                return
+    return _pages(
+        location, unverified_citations, (c.id, c.ts, c.room, c.session_id, c.turn, c.article, c.norm), since, until
+    )
