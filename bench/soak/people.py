@@ -21,17 +21,10 @@ from typing import Any
 import aiohttp
 from livekit import rtc
 
+from bench.load import TYPED_QUESTIONS
 from tests.person import AGENT_STATE_ATTRIBUTE, CHAT_TOPIC, TERMINAL, Person
 
 FAILURE_ATTRIBUTE = "lexvoz.failure"
-TYPED_QUESTIONS = (
-    "¿A qué edad se adquiere la ciudadanía panameña?",
-    "¿Qué dice la Constitución sobre la libertad de culto?",
-    "¿Quién elige al Presidente de la República?",
-    "¿Cuánto dura el periodo presidencial?",
-    "¿Qué derechos tienen los trabajadores?",
-)
-SPOKEN_QUESTION = "¿Cuál es el idioma oficial de Panamá?"
 
 
 @dataclass

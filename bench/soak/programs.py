@@ -59,7 +59,7 @@ class Programs:
         self.planned_exits: set[int] = set()  # worker pids the soak itself killed
         self.unplanned_exits: list[tuple[str, int, int | None]] = []
         self.ledger_url = ""
-        from bench.load import _index_cache, _livekit_port
+        from bench.load import SPOKEN_QUESTION, _index_cache, _livekit_port
 
         data_dir = base / "data"
         data_dir.mkdir()
@@ -73,7 +73,7 @@ class Programs:
             source=constitution.require(),
             data_dir=data_dir,
             log_dir=self.log_dir,
-            standin_args=["--speed", str(speed), "--fallback-transcript", "¿Cuál es el idioma oficial de Panamá?"],
+            standin_args=["--speed", str(speed), "--fallback-transcript", SPOKEN_QUESTION],
             start_worker=False,
             worker_env={
                 "LEXVOZ_MAX_JOBS": str(conversations + 1),  # one worker alone can carry everyone
