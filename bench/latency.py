@@ -50,7 +50,8 @@ if str(ROOT) not in sys.path:  # `python bench/latency.py` from the repository r
 
 import aiohttp  # noqa: E402
 
-from agent.devstack.stack import Stack, _terminate  # noqa: E402
+from agent.devstack.processes import terminate  # noqa: E402
+from agent.devstack.stack import Stack  # noqa: E402
 from bench.hostspeed import reference_in_subprocess  # noqa: E402
 from bench.load import (  # noqa: E402
     Variant,
@@ -258,7 +259,7 @@ def main(argv: list[str] | None = None) -> int:
                     splits, lost, errs = asyncio.run(measure(stack, variant, size, args.turns, args.timeout_s))
                 finally:
                     for proc in workers:
-                        _terminate(proc)
+                        terminate(proc)
                 collected.setdefault((size, variant), []).extend(splits)
                 unmatched[(size, variant)] = unmatched.get((size, variant), 0) + lost
                 errors.extend(f"{variant}@{size}: {e}" for e in errs)

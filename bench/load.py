@@ -64,7 +64,8 @@ if str(ROOT) not in sys.path:  # `python bench/load.py` from the repository root
 
 import aiohttp  # noqa: E402
 
-from agent.devstack.stack import Stack, StackOptions, _terminate, _wait_for_text  # noqa: E402
+from agent.devstack.processes import terminate, wait_for_text  # noqa: E402
+from agent.devstack.stack import Stack, StackOptions  # noqa: E402
 from bench.hostspeed import reference_in_subprocess  # noqa: E402
 from bench.procstats import Sampler, TreeStats  # noqa: E402
 from bench.stats import percentile  # noqa: E402
@@ -318,10 +319,10 @@ def start_workers(
             with open(log, "ab") as out:
                 proc = subprocess.Popen(args, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
             procs.append(proc)
-            _wait_for_text(log, "registered worker", proc, timeout=90)
+            wait_for_text(log, "registered worker", proc, timeout=90)
     except BaseException:
         for proc in procs:
-            _terminate(proc)
+            terminate(proc)
         raise
     return procs
 
@@ -485,7 +486,7 @@ def run_rounds(args: argparse.Namespace, order: Sequence[Variant], worker_env: d
                     )
                 finally:
                     for proc in workers:
-                        _terminate(proc)
+                        terminate(proc)
                 runs.append({"round": n, **figures})
         finally:
             stack.stop()

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from agent.devstack import livekit_server
 from agent.devstack.first_run import FirstRunError, build_index_if_missing
+from agent.devstack.processes import log_tail, terminate, wait_for_text
 from agent.settings import DEV_API_KEY, DEV_API_SECRET, SettingsError, StackSettings, load_stack_settings
 
 
@@ -179,7 +180,7 @@ class Stack:
     def start_worker(self) -> None:
         env = {**self.common_env(), **self.opts.worker_env}
         child = self._spawn("worker", ["-m", "agent", "start", *self.opts.worker_args], env)
-        _wait_for_text(child.log, "registered worker", child.proc, timeout=90)
+        wait_for_text(child.log, "registered worker", child.proc, timeout=90)
 
     def _spawn(self, name: str, args: list[str], env: dict[str, str]) -> _Child:
         log = self.opts.log_dir / f"{name}.log"
@@ -198,17 +199,17 @@ class Stack:
         except livekit_server.ReportedFailure:
             raise
         except (TimeoutError, RuntimeError) as exc:
-            tail = _tail(child.log)
+            tail = log_tail(child.log)
             raise RuntimeError(f"{name} did not start: {exc}\n--- last lines of {child.log} ---\n{tail}") from None
 
     def stop_child(self, name: str) -> None:
         for child in [c for c in self.children if c.name == name]:
-            _terminate(child.proc, term_twice=child.term_twice)
+            terminate(child.proc, term_twice=child.term_twice)
             self.children.remove(child)
 
     def stop(self) -> None:
         for child in reversed(self.children):
-            _terminate(child.proc, term_twice=child.term_twice)
+            terminate(child.proc, term_twice=child.term_twice)
         self.children.clear()
 
     def __enter__(self) -> Stack:
@@ -216,60 +217,6 @@ class Stack:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
-
-
-def _terminate(proc: subprocess.Popen[bytes], timeout: float = 15, *, term_twice: bool = False) -> None:
-    """Stop a child the way its own shutdown expects, then make sure nothing of its group is left.
-
-    The signal goes to the child alone, not its process group: the worker's multiprocessing forkserver
-    and idle job processes share that group, and killing them under a worker that is still starting
-    them is what made a normal Ctrl-C log "Task exception was never retrieved ... EOFError" at ERROR.
-    The worker closes its own job processes; whatever still lives in the group afterwards is killed.
-    """
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        if term_twice:
-            try:
-                proc.wait(0.3)
-            except subprocess.TimeoutExpired:
-                proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            _signal_group(proc.pid, signal.SIGKILL)
-            proc.wait(5)
-    _reap_group(proc.pid)
-
-
-def _signal_group(pgid: int, sig: int) -> bool:
-    try:
-        os.killpg(pgid, sig)
-    except (ProcessLookupError, PermissionError):
-        return False
-    return True
-
-
-def _reap_group(pgid: int, grace_s: float = 5.0) -> None:
-    """SIGTERM, then SIGKILL, whatever is left in the child's process group (started with a new session)."""
-    if not _signal_group(pgid, signal.SIGTERM):
-        return
-    deadline = time.monotonic() + grace_s
-    while time.monotonic() < deadline:
-        if not _signal_group(pgid, 0):
-            return
-        time.sleep(0.1)
-    _signal_group(pgid, signal.SIGKILL)
-
-
-def _wait_for_text(path: Path, needle: str, proc: subprocess.Popen[bytes], *, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"worker exited with code {proc.returncode}\n{_tail(path)}")
-        if path.exists() and needle in path.read_text(errors="replace"):
-            return
-        time.sleep(0.2)
-    raise TimeoutError(f"worker did not register within {timeout:.0f} s\n{_tail(path)}")
 
 
 def _health_says_error(body: bytes) -> bool:
@@ -295,13 +242,6 @@ def _error_line(log: Path, offset: int = 0, wait_s: float = 2.0) -> str | None:
         if found or time.monotonic() >= deadline:
             return found[-1] if found else None
         time.sleep(0.1)
-
-
-def _tail(path: Path, lines: int = 25) -> str:
-    try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
-    except OSError:
-        return "(no log)"
 
 
 def _flag(p: argparse.ArgumentParser, flag: str, name: str, kind: type, help_text: str) -> None:
@@ -385,7 +325,7 @@ def main(argv: list[str] | None = None) -> int:
             dead = [c for c in stack.children if c.proc.poll() is not None]
             if dead:
                 print(
-                    f"lexvoz: {dead[0].name} exited unexpectedly; stopping everything.\n{_tail(dead[0].log)}",
+                    f"lexvoz: {dead[0].name} exited unexpectedly; stopping everything.\n{log_tail(dead[0].log)}",
                     file=sys.stderr,
                 )
                 return 1

@@ -19,7 +19,8 @@ from pathlib import Path
 
 import psutil
 
-from agent.devstack.stack import Stack, StackOptions, _terminate, _wait_for_text
+from agent.devstack.processes import terminate, wait_for_text
+from agent.devstack.stack import Stack, StackOptions
 from bench.soak.toxiproxy import Toxiproxy
 from tests import constitution
 from tests.ports import free_port
@@ -165,7 +166,7 @@ class Programs:
     def stop(self) -> None:
         for name in list(self.workers):
             proc = self.workers.pop(name)
-            _terminate(proc, timeout=30)
+            terminate(proc, timeout=30)
         self.stack.stop()
         self.toxi.stop()
         self.pg.cleanup()
@@ -203,16 +204,4 @@ class Programs:
 
 def _wait_for_registered(log: Path, offset: int, proc: subprocess.Popen[bytes], *, timeout: float) -> None:
     """The worker registered since `offset` in its (appended) log."""
-    if offset == 0:
-        _wait_for_text(log, "registered worker", proc, timeout=timeout)
-        return
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"worker exited with code {proc.returncode}")
-        with open(log, "rb") as fh:
-            fh.seek(offset)
-            if b"registered worker" in fh.read():
-                return
-        time.sleep(0.2)
-    raise TimeoutError(f"worker did not register within {timeout:.0f} s")
+    wait_for_text(log, "registered worker", proc, timeout=timeout, offset=offset)

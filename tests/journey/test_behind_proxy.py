@@ -39,7 +39,7 @@ import pytest
 from livekit import rtc
 
 from agent.devstack import livekit_server
-from agent.devstack.stack import _terminate
+from agent.devstack.processes import terminate
 from agent.settings import DEV_API_KEY, DEV_API_SECRET
 from tests.e2e.conftest import livekit_port, log_tails, require_livekit_server
 from tests.ports import free_port
@@ -228,13 +228,13 @@ def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]
         _wait_for_proxy(proxy_port, nginx)
     except Exception as exc:
         for proc, twice in reversed(procs):
-            _terminate(proc, term_twice=twice)
+            terminate(proc, term_twice=twice)
         pytest.fail(f"the deployment did not start: {exc}\n{log_tails(base)}", pytrace=False)
     try:
         yield deployed
     finally:
         for proc, twice in reversed(procs):
-            _terminate(proc, term_twice=twice)
+            terminate(proc, term_twice=twice)
 
 
 async def _request(

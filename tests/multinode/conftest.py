@@ -33,7 +33,8 @@ import pytest
 from _pytest.reports import TestReport
 
 from agent.devstack import livekit_server
-from agent.devstack.stack import Stack, StackOptions, _terminate, _wait_for_text
+from agent.devstack.processes import terminate, wait_for_text
+from agent.devstack.stack import Stack, StackOptions
 from agent.settings import Settings
 from agent.web.tokens import mint_token, new_identity, new_room_name
 from tests import constitution
@@ -124,7 +125,7 @@ def start_redis(data_dir: Path, log: Path) -> tuple[subprocess.Popen[bytes], int
     deadline = time.monotonic() + REDIS_START_S
     while not _redis_ready(port):
         if proc.poll() is not None or time.monotonic() > deadline:
-            _terminate(proc)
+            terminate(proc)
             raise RuntimeError(f"redis-server did not start on port {port}")
         time.sleep(0.1)
     return proc, port
@@ -155,7 +156,7 @@ def start_worker(stack: Stack, name: str, node_url: str, ledger_dir: Path) -> Wo
         ("process initialized", f"starting {name}: waiting for its warm job process"),
     ):
         try:
-            _wait_for_text(log, needle, proc, timeout=WORKER_START_S)
+            wait_for_text(log, needle, proc, timeout=WORKER_START_S)
         except (RuntimeError, TimeoutError) as exc:
             first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             raise witness.failure(step, "", first) from exc
@@ -242,11 +243,11 @@ def cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
 
 def _stop(cluster: Cluster, redis: subprocess.Popen[bytes]) -> None:
     for worker in cluster.workers:
-        _terminate(worker.proc)
+        terminate(worker.proc)
     for node in cluster.nodes:
-        _terminate(node, term_twice=True)
+        terminate(node, term_twice=True)
     cluster.stack.stop()
-    _terminate(redis)
+    terminate(redis)
 
 
 @pytest.hookimpl(wrapper=True)
