@@ -19,7 +19,14 @@ from aiohttp.test_utils import TestClient, TestServer
 from livekit import api
 
 from agent.web.app import create_app
-from agent.web.dispatch import AGENTS_KEY, AgentRequests, RoomView, agent_joining, offer_pending
+from agent.web.dispatch import (
+    AGENTS_KEY,
+    AgentRequests,
+    RoomView,
+    agent_joining,
+    offer_pending,
+    offer_unanswered,
+)
 from agent.web.session import RequestError
 from agent.web.tokens import mint_token, new_identity, new_room_name
 from tests.web_app import API_KEY, API_SECRET, make_settings
@@ -33,6 +40,7 @@ class FakeRooms:
     def __init__(self) -> None:
         self.views: dict[str, RoomView] = {}
         self.dispatched: list[tuple[str, str]] = []
+        self.replaced: list[tuple[str, ...]] = []  # what each dispatch deleted first
         self.gone: list[str | None] = []  # what each view was told about an agent seen leaving
         self.fail: Exception | None = None
         self.slow: asyncio.Event | None = None
@@ -48,9 +56,10 @@ class FakeRooms:
             await self.slow.wait()
         return self.views.get(room)
 
-    async def dispatch(self, room: str, agent_name: str) -> None:
+    async def dispatch(self, room: str, agent_name: str, replacing: tuple[str, ...] = ()) -> None:
         await asyncio.sleep(0.01)  # a network call: other requests run meanwhile
         self.dispatched.append((room, agent_name))
+        self.replaced.append(replacing)
 
 
 class Clock:
@@ -333,20 +342,34 @@ async def test_the_page_may_name_the_agent_it_saw_leave_and_nothing_else(
 
 
 @pytest.mark.parametrize(
-    ("dispatch", "joining", "offered"),
+    ("dispatch", "joining", "offered", "unanswered"),
     [
-        (_dispatch(2.0), False, True),  # offered 2 s ago, no worker has answered yet
-        (_dispatch(11.0), False, False),  # livekit-server gives a worker 10 s: the offer failed
-        (_dispatch(30.0, (RUNNING, 5.0)), True, False),  # accepted 5 s ago, the agent is joining
-        (_dispatch(30.0, (PENDING, 5.0)), True, False),
-        (_dispatch(90.0, (RUNNING, 70.0)), False, False),  # "running" for 70 s with no agent in the room: lost
-        (_dispatch(30.0, (FAILED, 5.0)), False, False),
-        (_dispatch(30.0, (FAILED, 20.0), (RUNNING, 3.0)), True, False),
+        (_dispatch(2.0), False, True, False),  # offered 2 s ago, a worker may still answer
+        (_dispatch(4.0), False, False, True),  # a registered worker answers at once: none was there
+        (_dispatch(11.0), False, False, True),  # past even livekit-server's own 10 s wait
+        (_dispatch(30.0, (RUNNING, 5.0)), True, False, False),  # accepted 5 s ago, the agent is joining
+        (_dispatch(30.0, (PENDING, 5.0)), True, False, False),
+        (_dispatch(90.0, (RUNNING, 70.0)), False, False, False),  # "running" 70 s with no agent in the room: lost
+        (_dispatch(30.0, (FAILED, 5.0)), False, False, False),  # a worker took it: not replaced, only added to
+        (_dispatch(30.0, (FAILED, 20.0), (RUNNING, 3.0)), True, False, False),
     ],
-    ids=["offer-in-flight", "offer-failed", "accepted", "pending", "stale-job", "failed-job", "retried"],
+    ids=["offer-in-flight", "no-answer", "offer-failed", "accepted", "pending", "stale-job", "failed-job", "retried"],
 )
 def test_what_counts_as_an_agent_joining_or_an_offer_still_out(
-    dispatch: api.AgentDispatch, joining: bool, offered: bool
+    dispatch: api.AgentDispatch, joining: bool, offered: bool, unanswered: bool
 ) -> None:
     assert agent_joining(dispatch, NOW) is joining
     assert offer_pending(dispatch, NOW) is offered
+    assert offer_unanswered(dispatch, NOW) is unanswered
+
+
+async def test_a_dispatch_no_worker_took_is_replaced_not_added_to(
+    client: TestClient[Any, Any], rooms: FakeRooms
+) -> None:
+    """Right after livekit-server restarts, a new room's dispatch goes to no worker; the next one deletes it, so a
+    worker that answers it late cannot bring a second agent (livekit-server ends a deleted dispatch's jobs)."""
+    room, _identity, token = session()
+    rooms.views[room] = RoomView(caller_present=True, agent_present=False, unanswered=("AD_first", "AD_second"))
+    status, body, _ = await ask(client, token)
+    assert (status, body["agent"]) == (202, "requested")
+    assert rooms.dispatched == [(room, "lexvoz-test")] and rooms.replaced == [("AD_first", "AD_second")]

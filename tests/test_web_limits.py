@@ -146,7 +146,7 @@ class WaitingRoom:
     async def view(self, room: str, identity: str, agent_name: str, gone: str | None = None) -> RoomView | None:
         return RoomView(caller_present=True, agent_present=False)
 
-    async def dispatch(self, room: str, agent_name: str) -> None:
+    async def dispatch(self, room: str, agent_name: str, replacing: tuple[str, ...] = ()) -> None:
         self.dispatched.append(room)
 
 

@@ -179,8 +179,10 @@ class Stack:
 
     def start_worker(self) -> None:
         env = {**self.common_env(), **self.opts.worker_env}
+        log = self.opts.log_dir / "worker.log"
+        offset = log.stat().st_size if log.exists() else 0  # a restarted worker appends: its last run registered too
         child = self._spawn("worker", ["-m", "agent", "start", *self.opts.worker_args], env)
-        wait_for_text(child.log, "registered worker", child.proc, timeout=90)
+        wait_for_text(child.log, "registered worker", child.proc, timeout=90, offset=offset)
 
     def _spawn(self, name: str, args: list[str], env: dict[str, str]) -> _Child:
         log = self.opts.log_dir / f"{name}.log"

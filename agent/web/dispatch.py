@@ -58,8 +58,11 @@ log = logging.getLogger("lexvoz.web")
 MAX_TRACKED_ROOMS: Final = 10_000
 # A job livekit-server says is pending or running, with no agent in the room yet: it is on its way for this long.
 JOB_START_GRACE_S: Final = 60.0
-# A dispatch with no job yet may still be offered to a worker: livekit-server waits up to 10 s for one to answer.
-OFFER_GRACE_S: Final = 10.0
+# A dispatch with no job yet may still be waiting for a worker's answer for this long. livekit-server would wait
+# up to 10 s for a worker that does not answer, but a registered worker answers at once (its admission is a count
+# in memory), and past this the likely case is that no worker was registered: right after livekit-server restarts,
+# before the workers are back, every offer goes nowhere. Such a dispatch is replaced, not waited out.
+OFFER_ANSWER_S: Final = 3.0
 LIVEKIT_TIMEOUT_S: Final = 5.0
 
 _COMING: Final = frozenset({agent_proto.JobStatus.JS_PENDING, agent_proto.JobStatus.JS_RUNNING})
@@ -75,6 +78,7 @@ class RoomView:
     agent_present: bool
     agent_joining: bool = False  # a worker accepted the room and its agent has not joined yet
     offer_pending: bool = False  # an offer may still be waiting for a worker's answer
+    unanswered: tuple[str, ...] = ()  # our dispatches that no worker took within OFFER_ANSWER_S (ids)
 
 
 class Rooms(Protocol):
@@ -84,7 +88,9 @@ class Rooms(Protocol):
         """None when the room does not exist. `gone`: an agent's identity the caller saw leave the room."""
         ...
 
-    async def dispatch(self, room: str, agent_name: str) -> None: ...
+    async def dispatch(self, room: str, agent_name: str, replacing: tuple[str, ...] = ()) -> None:
+        """A new dispatch of `agent_name`, after deleting the dispatches `replacing` (ids) that no worker took."""
+        ...
 
 
 class LiveKitRooms:
@@ -122,17 +128,21 @@ class LiveKitRooms:
         people = list(listed.participants)
         agent_present = any(p.kind == api.ParticipantInfo.Kind.AGENT for p in people)
         joining = pending = False
+        unanswered: list[str] = []
         if not agent_present:
             now = self._clock()
             for dispatch in await lk.agent_dispatch.list_dispatch(room):
                 if dispatch.agent_name == agent_name:
                     joining = joining or agent_joining(dispatch, now, gone)
                     pending = pending or offer_pending(dispatch, now)
+                    if offer_unanswered(dispatch, now):
+                        unanswered.append(dispatch.id)
         return RoomView(
             caller_present=any(p.identity == identity for p in people),
             agent_present=agent_present,
             agent_joining=joining,
             offer_pending=pending,
+            unanswered=tuple(unanswered),
         )
 
     async def our_rooms(self) -> dict[str, int]:
@@ -140,10 +150,17 @@ class LiveKitRooms:
         listed = await self._lk().room.list_rooms(api.ListRoomsRequest())
         return {r.name: r.num_participants for r in listed.rooms if r.name.startswith(ROOM_PREFIX)}
 
-    async def dispatch(self, room: str, agent_name: str) -> None:
-        await self._lk().agent_dispatch.create_dispatch(
-            api.CreateAgentDispatchRequest(agent_name=agent_name, room=room)
-        )
+    async def dispatch(self, room: str, agent_name: str, replacing: tuple[str, ...] = ()) -> None:
+        """Deleting first keeps the room to one agent: livekit-server waits for a deleted dispatch's offers still
+        out and ends any job they produce, so a worker that answers the old offer late does not add a second."""
+        lk = self._lk()
+        for dispatch_id in replacing:
+            try:
+                await lk.agent_dispatch.delete_dispatch(dispatch_id, room)
+            except api.TwirpError as exc:
+                if exc.code != api.TwirpErrorCode.NOT_FOUND:  # already gone: nothing to replace
+                    raise
+        await lk.agent_dispatch.create_dispatch(api.CreateAgentDispatchRequest(agent_name=agent_name, room=room))
 
 
 def agent_joining(dispatch: api.AgentDispatch, now: float, gone: str | None = None) -> bool:
@@ -163,9 +180,14 @@ def agent_joining(dispatch: api.AgentDispatch, now: float, gone: str | None = No
 
 
 def offer_pending(dispatch: api.AgentDispatch, now: float) -> bool:
-    """No worker has taken this dispatch yet, and livekit-server may still be waiting for one to answer. A
-    refusal comes back at once; a worker that does not answer holds the offer for up to 10 s."""
-    return not dispatch.state.jobs and now - dispatch.state.created_at / 1e9 < OFFER_GRACE_S
+    """No worker has taken this dispatch yet, and one may still answer (within OFFER_ANSWER_S of the offer)."""
+    return not dispatch.state.jobs and now - dispatch.state.created_at / 1e9 < OFFER_ANSWER_S
+
+
+def offer_unanswered(dispatch: api.AgentDispatch, now: float) -> bool:
+    """No worker took this dispatch within OFFER_ANSWER_S: none was registered, or every one refused. It will
+    never bring an agent (livekit-server offers a dispatch once), so the next dispatch replaces it."""
+    return not dispatch.state.jobs and now - dispatch.state.created_at / 1e9 >= OFFER_ANSWER_S
 
 
 class AgentRequests:
@@ -234,7 +256,7 @@ class AgentRequests:
             raise RequestError(429, "espere un momento antes de volver a pedir un agente", reason="room")
         self._budget.take()  # Refusal when the service's dispatches this minute are spent
         self._remember(room, now)  # before the await: a concurrent request for this room waits its turn
-        await self._rooms.dispatch(room, name)
+        await self._rooms.dispatch(room, name, view.unanswered)
         return "requested"
 
     def _remember(self, room: str, now: float) -> None:

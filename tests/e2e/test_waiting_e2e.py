@@ -18,7 +18,7 @@ import pytest
 from livekit import api
 
 from agent.settings import Settings
-from agent.web.dispatch import LiveKitRooms
+from agent.web.dispatch import OFFER_ANSWER_S, LiveKitRooms
 from tests.e2e.conftest import E2EStack, running_stack
 from tests.person import Person
 
@@ -120,4 +120,39 @@ async def test_a_fresh_room_counts_its_first_offer_as_still_out(e2e_stack: E2ESt
             assert status in (200, 202) and body["agent"] in ("present", "joining", "offered"), body
         finally:
             await asyncio.wait_for(person.aclose(), 10)
+            await rooms.aclose()
+
+
+async def _our_dispatches(rooms: LiveKitRooms, room: str) -> list[api.AgentDispatch]:
+    return [d for d in await rooms._lk().agent_dispatch.list_dispatch(room) if d.agent_name == "lexvoz"]
+
+
+async def test_a_room_made_while_no_worker_is_registered_is_served_once_one_is(e2e_stack: E2EStack) -> None:
+    """What the minutes after livekit-server restarts look like: pages open rooms before the workers are back,
+    and those rooms' dispatches go to no worker. Once a worker is registered, the page's next request replaces
+    the dead dispatch at once (no waiting out livekit-server's 10 s offer window), and the room gets one agent."""
+    stack = e2e_stack.stack
+    rooms = _rooms(e2e_stack)
+    person: Person | None = None
+    async with aiohttp.ClientSession() as http:
+        try:
+            stack.stop_child("worker")
+            person = await Person.from_page_service(stack.web_url, http)
+            await person.connect()
+            first = await _our_dispatches(rooms, person.name)
+            assert len(first) == 1 and not first[0].state.jobs, first
+            made = time.monotonic()
+            await asyncio.to_thread(stack.start_worker)  # returns once the worker is registered
+            await asyncio.sleep(max(0.0, made + OFFER_ANSWER_S + 0.5 - time.monotonic()))
+            status, body = await _ask_for_agent(http, e2e_stack, person)
+            assert (status, body["agent"]) == (202, "requested"), body
+            now = await _our_dispatches(rooms, person.name)
+            assert [d.id for d in now] != [first[0].id] and len(now) == 1, now  # replaced, not added to
+            await person.wait_for(lambda: person.agent_identity if person else None, "an agent", 30)
+            await person.wait_until_listening(60)
+            assert await _agents_in(rooms, person.name) == 1
+        finally:
+            if person is not None:
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(person.aclose(), 10)
             await rooms.aclose()
