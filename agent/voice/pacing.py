@@ -65,6 +65,9 @@ class _PacedAudio(AudioOutput):
             label="LexvozPacer", capabilities=AudioOutputCapabilities(pause=True), next_in_chain=next_in_chain
         )
         self._pacer = pacer
+        # Segments whose playback_finished this wrapper passed on: with the framework's public count of the
+        # segments captured, what is still playing, without reading the base class's private counter.
+        self._finished = 0
 
     @property
     def sample_rate(self) -> int | None:
@@ -102,8 +105,9 @@ class _PacedAudio(AudioOutput):
     def on_playback_finished(
         self, *, playback_position: float, interrupted: bool, synchronized_transcript: str | None = None
     ) -> None:
-        if not self._pending_playback_count:  # a segment this wrapper never counted (e.g. captured before it)
+        if self.captured_playout_segments <= self._finished:  # a segment this wrapper never captured (before it)
             return
+        self._finished += 1
         said = self._pacer._on_playback_finished(playback_position, interrupted)
         super().on_playback_finished(
             playback_position=playback_position,
