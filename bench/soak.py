@@ -23,6 +23,7 @@ import json
 import os
 import platform
 import shutil
+import signal
 import sys
 import tempfile
 import time
@@ -135,6 +136,9 @@ def main(argv: list[str] | None = None) -> int:
     os.environ["LEXVOZ_MAX_CONVERSATIONS"] = str(max(50, args.conversations * 4))
     os.environ["LEXVOZ_MAX_DISPATCHES_PER_MINUTE"] = "1000"
     os.environ["LEXVOZ_MAX_PENDING_SESSIONS_PER_CLIENT"] = str(max(10, args.conversations * 4))
+    # An hour-long run is stopped with `kill` as often as with Ctrl-C: both must stop livekit-server, PostgreSQL and
+    # toxiproxy (Python's default SIGTERM ends the process without running `finally`, and leaves them running).
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     load_start = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="lexvoz-soak-") as tmp:
         programs = Programs(Path(tmp), conversations=args.conversations, speed=args.speed)
