@@ -211,6 +211,11 @@ class Person:
 
     def _on_joined(self, participant: rtc.RemoteParticipant) -> None:
         if participant.kind == rtc.ParticipantKind.PARTICIPANT_KIND_AGENT:
+            if participant.identity != self.agent_identity:
+                # A new agent (its worker replaced a lost one) greets again, and until its audio input is up what
+                # is said is not heard: words spoken within a second of its joining never reach the model. The
+                # page's person waits for this agent's greeting as for the first one.
+                self.greeted = False
             self.agent_identity = participant.identity
             self.agent_left = False
         self._poke()
