@@ -26,8 +26,9 @@ loud frame after a question can be the previous line's tail. A question's turn i
 it on that person's connection; the responses answering it are those the stand-in tied to that speech's item (by
 id, `response_created`); the answer is the first of them to write audio, and what was heard of it is the first
 onset at or after that first audio (`split_turn`). A question that cannot be split so is counted by reason
-(`unmatched`: no `speech_stopped`, no response with audio, no onset within `ONSET_WITHIN_S`), never dropped
-silently; `matched` of `asked` is the sample size of the figures.
+(`unmatched`: no `speech_stopped`, no response with audio, no onset within `ONSET_WITHIN_S`, or not asked because
+the person's talk ended on an error), never dropped silently; `matched` of `questions` is the sample size of the
+figures.
 
 It prints one JSON line and writes `bench/results/latency.json`: per size, p50/p95 of each for Lexvoz and the
 bare agent, and `ratio_p50` / `ratio_p95` (Lexvoz's overhead over the bare agent's). Goal: overhead p95 ≤ 150 ms
@@ -88,7 +89,9 @@ CLOCK_TOLERANCE_S = 0.005
 # any audio path seen on this host at 10 conversations, and a bound for the last question of a person, which has
 # no later answer to bound it.
 ONSET_WITHIN_S = 30.0
-UNMATCHED_REASONS = ("no_speech_stopped", "no_response", "no_onset")
+# Why a question was not split; `not_asked`: the person's talk ended on an error (a wait timed out, the room
+# failed) before it asked all its questions, so those are counted too.
+UNMATCHED_REASONS = ("no_speech_stopped", "no_response", "no_onset", "not_asked")
 
 
 @dataclass(frozen=True)
@@ -132,11 +135,11 @@ def split_turn(
     stopped = next((e for e in ordered if e["kind"] == "speech_stopped" and spoke_at <= e["at"] < next_spoke_at), None)
     if stopped is None:
         return "no_speech_stopped"
-    t_stop = float(stopped["at"])
+    t_stop, item = float(stopped["at"]), stopped.get("item_id")
     mine = {
         str(e["response_id"])
         for e in ordered
-        if e["kind"] == "response_created" and e.get("item_id") == stopped.get("item_id")
+        if e["kind"] == "response_created" and item is not None and e.get("item_id") == item
     }
     audio = [e for e in ordered if e["kind"] == "first_audio" and str(e["response_id"]) in mine]
     if not audio:
@@ -188,6 +191,7 @@ class Talk:
     connection: int
     spoke_at: list[float]
     onsets: list[float]
+    error: str | None = None  # what ended the talk early, if anything
 
 
 def match_talk(entries: Sequence[dict[str, Any]], talk: Talk) -> list[TurnSplit | str]:
@@ -225,6 +229,8 @@ async def _talk(person: Person, connection: int, turns: int, delay_s: float, tim
         # the room: wait (bounded) until as many onsets were heard as questions were asked. When one answer ran
         # into the one before it without a gap there are fewer, and that turn is reported as not heard.
         await watch.wait_for_onsets(turns, talk.spoke_at[0], timeout_s)
+    except Exception as exc:  # the questions asked so far are still matched, the others counted as not asked
+        talk.error = f"{type(exc).__name__}: {exc}"
     finally:
         await watch.aclose()
         talk.onsets.extend(at for at, _ in watch.onsets)
@@ -245,14 +251,20 @@ class Tally:
             else:
                 self.unmatched[outcome] += 1
 
+    def add_talk(self, entries: Sequence[dict[str, Any]], talk: Talk, turns: int) -> None:
+        """A person's `turns` questions: those it asked, matched against its connection's `entries`; the rest (its
+        talk ended early) as not asked."""
+        self.add(match_talk(entries, talk))
+        self.add(["not_asked"] * (turns - len(talk.spoke_at)))
+
     def merge(self, other: Tally) -> None:
         self.splits.extend(other.splits)
         for reason, count in other.unmatched.items():
             self.unmatched[reason] += count
 
     def figures(self) -> dict[str, Any]:
-        asked = len(self.splits) + sum(self.unmatched.values())
-        return {"asked": asked, **summarize(self.splits), "unmatched": dict(self.unmatched)}
+        questions = len(self.splits) + sum(self.unmatched.values())
+        return {"questions": questions, **summarize(self.splits), "unmatched": dict(self.unmatched)}
 
 
 async def measure(stack: Stack, variant: Variant, size: int, turns: int, timeout_s: float) -> tuple[Tally, list[str]]:
@@ -289,8 +301,11 @@ async def measure(stack: Stack, variant: Variant, size: int, turns: int, timeout
     for result in results:
         if isinstance(result, BaseException):
             errors.append(f"{type(result).__name__}: {result}")
+            tally.add(["not_asked"] * turns)
             continue
-        tally.add(match_talk(by_connection.get(result.connection, []), result))
+        if result.error is not None:
+            errors.append(result.error)
+        tally.add_talk(by_connection.get(result.connection, []), result, turns)
     return tally, errors
 
 
@@ -343,7 +358,7 @@ def main(argv: list[str] | None = None) -> int:
         for name, fig in (("lexvoz", lexvoz), ("bare", bare)):
             print(
                 f"{name}@{size}: overhead p50 {fig['overhead_p50_ms']} ms, p95 {fig['overhead_p95_ms']} ms over "
-                f"{fig['matched']} of {fig['asked']} turns; unmatched {fig['unmatched']}",
+                f"{fig['matched']} of {fig['questions']} questions; unmatched {fig['unmatched']}",
                 file=sys.stderr,
             )
     figures = {

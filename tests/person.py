@@ -40,6 +40,7 @@ MODEL_ATTRIBUTE = "lexvoz.model"
 AGENT_AUDIO_THRESHOLD = 100
 # Silence (seconds of audio) before a loud frame for it to start a new burst of the agent's voice: see AgentAudioWatch.
 ONSET_GAP_S = 0.25
+WATCH_FRAME_MS = 50  # the frames AgentAudioWatch reads the agent's voice in: see there
 SAMPLE_RATE = 48_000
 FRAME_MS = 100
 SAMPLES_PER_FRAME = SAMPLE_RATE * FRAME_MS // 1000
@@ -372,39 +373,46 @@ class AgentAudioWatch:
     least the person's question and the stand-in's 500 ms of end-of-turn silence. A watch that starts while the
     agent is already speaking has seen no gap, so that line is not an onset.
 
-    Reading the agent's audio costs the load generator a frame event every 10 ms: one watch per person, started
-    after the greeting, for the whole of its questions."""
+    Reading the agent's audio costs the load generator a frame event per frame for as long as the watch runs (one
+    per person, for the whole of its questions): frames of `WATCH_FRAME_MS`, not the stream's default 10 ms (ten
+    people watched throughout at 10 ms are a thousand Python events a second, on a host the 10 conversations
+    already saturate). An onset's time is then placed at its first loud sample within the frame: the frame's last
+    sample arrived when the frame was delivered, and the room delivers audio in real time, so the first loud
+    sample arrived the rest of the frame earlier."""
 
     def __init__(self, track: rtc.RemoteAudioTrack, threshold: int = AGENT_AUDIO_THRESHOLD) -> None:
         self.track = track
         self.threshold = threshold
-        self.onsets: list[tuple[float, int]] = []  # (monotonic when the loud frame reached this process, its peak)
+        self.onsets: list[tuple[float, int]] = []  # (monotonic: when its first loud sample reached us, frame's peak)
         self._silent_s = 0.0  # silence heard since the last loud frame (or since the start)
         self._onset = asyncio.Event()
         self._stream: rtc.AudioStream | None = None
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
-        self._stream = rtc.AudioStream(self.track, sample_rate=SAMPLE_RATE, num_channels=1)
+        self._stream = rtc.AudioStream(
+            self.track, sample_rate=SAMPLE_RATE, num_channels=1, frame_size_ms=WATCH_FRAME_MS
+        )
         self._task = asyncio.create_task(self._listen(self._stream), name="agent-audio-watch")
 
     async def _listen(self, stream: rtc.AudioStream) -> None:
         async for event in stream:
             frame = event.frame
-            samples = np.frombuffer(frame.data, dtype=np.int16)
-            peak = int(np.max(np.abs(samples.astype(np.int32)))) if samples.size else 0
-            self.observe(peak, frame.samples_per_channel / frame.sample_rate, time.monotonic())
+            self.observe(np.frombuffer(frame.data, dtype=np.int16), frame.sample_rate, time.monotonic())
 
-    def observe(self, peak: int, seconds: float, at: float) -> None:
-        """One frame of `seconds` whose loudest sample is `peak`, received at `at` (monotonic)."""
-        if peak < self.threshold:
-            self._silent_s += seconds
+    def observe(self, samples: np.ndarray, sample_rate: int, at: float) -> None:
+        """One frame of mono int16 `samples` whose last sample reached this process at `at` (monotonic)."""
+        levels = np.abs(samples.astype(np.int32))
+        loud = np.flatnonzero(levels >= self.threshold)
+        if loud.size == 0:
+            self._silent_s += samples.size / sample_rate
             return
-        if self._silent_s >= ONSET_GAP_S:
-            self.onsets.append((at, peak))
+        first, last = int(loud[0]), int(loud[-1])
+        if self._silent_s + first / sample_rate >= ONSET_GAP_S:
+            self.onsets.append((at - (samples.size - 1 - first) / sample_rate, int(levels.max())))
             self._onset.set()
             self._onset = asyncio.Event()
-        self._silent_s = 0.0
+        self._silent_s = (samples.size - 1 - last) / sample_rate
 
     async def wait_for_onsets(self, count: int, since: float, within: float) -> bool:
         """Wait until `count` onsets were heard at or after `since` (monotonic); False after `within` seconds."""

@@ -10,6 +10,7 @@ import time
 from typing import Any
 
 import aiohttp
+import numpy as np
 import pytest
 
 from bench.latency import (
@@ -147,11 +148,11 @@ def test_a_talk_is_matched_question_by_question_and_the_tally_counts_every_one()
     assert isinstance(outcomes[0], TurnSplit) and outcomes[0].total_s == pytest.approx(0.14)
     assert outcomes[1:] == ["no_onset", "no_speech_stopped"]
     tally = Tally()
-    tally.add(outcomes)
+    tally.add_talk(entries, talk, turns=5)  # its talk ended on an error after three questions of five
     tally.merge(tally_of(["no_response"]))
     figures = tally.figures()
-    assert figures["asked"] == 4 and figures["matched"] == 1
-    assert figures["unmatched"] == {"no_speech_stopped": 1, "no_response": 1, "no_onset": 1}
+    assert figures["questions"] == 6 and figures["matched"] == 1
+    assert figures["unmatched"] == {"no_speech_stopped": 1, "no_response": 1, "no_onset": 1, "not_asked": 2}
     assert set(figures["unmatched"]) == set(UNMATCHED_REASONS)
 
 
@@ -163,27 +164,36 @@ def tally_of(outcomes: list[TurnSplit | str]) -> Tally:
 
 def test_every_onset_of_the_agents_voice_is_kept_and_a_stutter_is_not_one() -> None:
     watch = AgentAudioWatch(track=None)  # type: ignore[arg-type]  # frames are fed by hand
-    at = 100.0
+    rate, frame = 1000, 50  # 50 ms frames of 1 kHz audio keep the arithmetic readable
+    clock = 100.0
 
-    def play(peak: int, frames: int) -> None:
-        nonlocal at
-        for _ in range(frames):
-            at += 0.01
-            watch.observe(peak, 0.01, at)
+    def play(*levels: int) -> None:
+        """Frames whose samples are all at the given levels, in turn, each delivered when its last sample is in."""
+        nonlocal clock
+        for level in levels:
+            clock += frame / rate
+            watch.observe(np.full(frame, level, dtype=np.int16), rate, clock)
 
-    play(1000, 30)  # the watch starts while the agent is speaking: no silence seen before it, no onset
-    play(0, 10)  # a 100 ms stall inside the same line
-    play(1000, 20)
+    play(*[1000] * 6)  # the watch starts while the agent is speaking: no silence seen before it, no onset
+    play(0, 0)  # a 100 ms stall inside the same line
+    play(1000, -1000)
     assert watch.onsets == []
-    gap_frames = round(ONSET_GAP_S / 0.01)
-    play(0, gap_frames)  # the line ends; the next one starts after the gap
-    play(50, 5)  # quieter than the threshold: still silence
-    play(1200, 10)
-    first = 100.0 + 0.01 * (30 + 10 + 20 + gap_frames + 5 + 1)
-    assert watch.onsets == [(pytest.approx(first), 1200)]
-    play(0, gap_frames)
-    play(900, 1)
-    assert len(watch.onsets) == 2 and watch.onsets[1][1] == 900
+    gap = round(ONSET_GAP_S * rate / frame)
+    play(*[0] * gap)  # the line ends; the next one starts after the gap
+    play(50, -99)  # quieter than the threshold: still silence
+    mark = clock
+    # The next line's first loud sample is the 21st of its frame: it reached us 29 samples before the frame did.
+    clock += frame / rate
+    watch.observe(np.array([0] * 20 + [1200] * 30, dtype=np.int16), rate, clock)
+    assert watch.onsets == [(pytest.approx(mark + 0.021), 1200)]
+    # A frame ending in silence counts that silence toward the next gap.
+    clock += frame / rate
+    watch.observe(np.array([900] * 10 + [0] * 40, dtype=np.int16), rate, clock)
+    play(*[0] * (gap - 1))  # 40 + 200 ms: one frame short of the gap
+    play(900)
+    assert len(watch.onsets) == 1
+    play(*[0] * gap, 700)
+    assert len(watch.onsets) == 2 and watch.onsets[1][1] == 700
 
 
 def test_the_standin_and_another_process_read_one_clock() -> None:
