@@ -85,9 +85,9 @@ CLOCK = "time.monotonic (CLOCK_MONOTONIC: one clock for every process of the hos
 # much before the first audio still counts as hearing it; a previous line's tail, which needs ONSET_GAP_S of
 # silence before it to be an onset at all, would have to land in this window to be mistaken for the answer.
 CLOCK_TOLERANCE_S = 0.005
-# An answer not heard within this long after the stand-in wrote its first audio counts as not heard: well past
-# any audio path seen on this host at 10 conversations, and a bound for the last question of a person, which has
-# no later answer to bound it.
+# An answer not heard within this long after the stand-in wrote its first audio counts as not heard: twice the p95
+# audio path measured at 10 conversations on a saturated 2-core host (15 s), and a bound for a person's last
+# question, which has no later answer to bound it.
 ONSET_WITHIN_S = 30.0
 # Why a question was not split; `not_asked`: the person's talk ended on an error (a wait timed out, the room
 # failed) before it asked all its questions, so those are counted too.
