@@ -9,7 +9,7 @@ of each, alternating). People join one after another (each waits for the greetin
 For each spoken question:
 
 - `total`: from the stand-in writing `input_audio_buffer.speech_stopped` (the end of the person's speech as the
-  model hears it) to the first loud frame of the agent's voice reaching the person in this process;
+  model hears it) to the onset of the answer's voice reaching the person in this process;
 - `model`: the stand-in's own time within it, as the stand-in reports it (`/control/timings`): for each response
   of the turn, from its request (the `speech_stopped` itself for the response the server creates, or the client's
   `response.create` as read off the socket) to its answer being written (the function call's
@@ -20,13 +20,25 @@ For each spoken question:
 - `audio_path`: the part of `overhead` after the stand-in wrote the first audio delta (decode, resample, publish,
   the room, receive). `overhead - audio_path` is what happens before the model may speak (for Lexvoz, the tool).
 
+Which onset is the answer's: each person's side keeps every onset of the agent's voice (the first loud frame after
+a gap, `tests.person.AgentAudioWatch`), not one "heard" time per question, because on a saturated host the first
+loud frame after a question can be the previous line's tail. A question's turn is the first `speech_stopped` after
+it on that person's connection; the responses answering it are those the stand-in tied to that speech's item (by
+id, `response_created`); the answer is the first of them to write audio, and what was heard of it is the first
+onset at or after that first audio (`split_turn`). A question that cannot be split so is counted by reason
+(`unmatched`: no `speech_stopped`, no response with audio, no onset within `ONSET_WITHIN_S`, or not asked because
+the person's talk ended on an error), never dropped silently; `matched` of `questions` is the sample size of the
+figures.
+
 It prints one JSON line and writes `bench/results/latency.json`: per size, p50/p95 of each for Lexvoz and the
 bare agent, and `ratio_p50` / `ratio_p95` (Lexvoz's overhead over the bare agent's). Goal: overhead p95 ≤ 150 ms
 and ≤ 1.10x the bare agent's. The bare agent has no tool, so Lexvoz's tool time is part of its overhead and none
 of the bare agent's; `audio_ratio_p50` / `audio_ratio_p95` compare the audio paths alone.
 
-Clock: `time.monotonic()` in both processes, which on Linux is CLOCK_MONOTONIC, one clock for the whole host; the
-benchmark runs every program on this host. Every wait is bounded (`--timeout-s`); everything listens on 127.0.0.1.
+Clock: `time.monotonic()` in both processes (the stand-in's `TurnTimings` and this process's watch), which on
+Linux is CLOCK_MONOTONIC, one clock for the whole host, not per process; the benchmark runs every program on this
+host, and `tests/test_bench_latency.py` checks the reading across two processes. Every wait is bounded
+(`--timeout-s`); everything listens on 127.0.0.1.
 """
 
 from __future__ import annotations
@@ -34,13 +46,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import os
 import platform
 import sys
 import tempfile
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -62,11 +75,23 @@ from bench.load import (  # noqa: E402
     start_workers,
 )
 from bench.stats import percentile  # noqa: E402
-from tests.person import AgentAudioWatch, Person  # noqa: E402
+from tests.person import ONSET_GAP_S, AgentAudioWatch, Person  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results" / "latency.json"
 TARGETS = {"overhead_p95_ms": 150.0, "ratio_vs_bare": 1.10}
 CLOCK = "time.monotonic (CLOCK_MONOTONIC: one clock for every process of the host)"
+# The stand-in reads its clock just after its socket write of the first audio returns; a few milliseconds of
+# preemption between the two on a busy host could let the fastest path seem to arrive before it. An onset this
+# much before the first audio still counts as hearing it; a previous line's tail, which needs ONSET_GAP_S of
+# silence before it to be an onset at all, would have to land in this window to be mistaken for the answer.
+CLOCK_TOLERANCE_S = 0.005
+# An answer not heard within this long after the stand-in wrote its first audio counts as not heard: twice the p95
+# audio path measured at 10 conversations on a saturated 2-core host (15 s), and a bound for a person's last
+# question, which has no later answer to bound it.
+ONSET_WITHIN_S = 30.0
+# Why a question was not split; `not_asked`: the person's talk ended on an error (a wait timed out, the room
+# failed) before it asked all its questions, so those are counted too.
+UNMATCHED_REASONS = ("no_speech_stopped", "no_response", "no_onset", "not_asked")
 
 
 @dataclass(frozen=True)
@@ -87,30 +112,61 @@ class TurnSplit:
         return self.overhead_s - self.audio_path_s
 
 
-def split_turn(entries: Sequence[dict[str, Any]], spoke_at: float, heard_at: float) -> TurnSplit | None:
-    """Split the turn that began when the person started speaking at `spoke_at` and whose answer was heard at
-    `heard_at`, from the stand-in's timing entries of that person's connection. None when the entries hold no
-    `speech_stopped` and first audio between the two (the turn cannot be attributed)."""
+def split_turn(
+    entries: Sequence[dict[str, Any]],
+    spoke_at: float,
+    onsets: Sequence[float],
+    *,
+    next_spoke_at: float = math.inf,
+    within_s: float = ONSET_WITHIN_S,
+) -> TurnSplit | str:
+    """Split the question asked at `spoke_at` (the next one at `next_spoke_at`), from the stand-in's timing
+    entries of that person's connection and the onsets of the agent's voice that person heard (monotonic).
+
+    The turn is the first `speech_stopped` between the two questions (the person has no stand-in id for what it
+    said, so this one is found by time). Its responses are those the stand-in tied to that speech's item
+    (`response_created`), whoever asked for them; its answer is the first of them to write audio. What was heard
+    of it is the first onset at or after that first audio (less `CLOCK_TOLERANCE_S`): an onset before the answer
+    was written is earlier audio (a previous line's tail), whatever order the person heard things in. It must come
+    before the next response's first audio on the connection (this turn's or another's: an onset after that could
+    be that response's) and within `within_s`. When the turn cannot be split, the reason (one of
+    `UNMATCHED_REASONS`): an ambiguous turn is counted, never given a time that may be another line's."""
     ordered = sorted(entries, key=lambda e: float(e["at"]))
-    stopped = next((e for e in ordered if e["kind"] == "speech_stopped" and spoke_at <= e["at"] <= heard_at), None)
+    stopped = next((e for e in ordered if e["kind"] == "speech_stopped" and spoke_at <= e["at"] < next_spoke_at), None)
     if stopped is None:
-        return None
-    t_stop = float(stopped["at"])
-    final = next((e for e in ordered if e["kind"] == "first_audio" and t_stop <= e["at"] <= heard_at), None)
-    if final is None:
-        return None
+        return "no_speech_stopped"
+    t_stop, item = float(stopped["at"]), stopped.get("item_id")
+    mine = {
+        str(e["response_id"])
+        for e in ordered
+        if e["kind"] == "response_created" and item is not None and e.get("item_id") == item
+    }
+    audio = [e for e in ordered if e["kind"] == "first_audio" and str(e["response_id"]) in mine]
+    if not audio:
+        return "no_response"
+    final = audio[0]
     t_audio = float(final["at"])
-    within = [e for e in ordered if t_stop <= e["at"] <= t_audio]
-    requested = {str(e["response_id"]): float(e["at"]) for e in within if e["kind"] == "response_create"}
-    answers = [e for e in within if e["kind"] == "function_call"] + [final]
+    later_audio = [float(e["at"]) for e in ordered if e["kind"] == "first_audio" and float(e["at"]) > t_audio]
+    until = min([t_audio + within_s, *later_audio])
+    heard = next((t for t in sorted(onsets) if t_audio - CLOCK_TOLERANCE_S <= t < until), None)
+    if heard is None:
+        return "no_onset"
+    requested = {
+        str(e["response_id"]): float(e["at"])
+        for e in ordered
+        if e["kind"] == "response_create" and str(e["response_id"]) in mine
+    }
+    answers = [
+        e for e in ordered if e["kind"] == "function_call" and str(e["response_id"]) in mine and e["at"] <= t_audio
+    ]
     # A response the client did not ask for is the one the server created when the speech stopped.
-    model = sum(float(a["at"]) - requested.get(str(a["response_id"]), t_stop) for a in answers)
-    return TurnSplit(total_s=heard_at - t_stop, model_s=model, audio_path_s=heard_at - t_audio)
+    model = sum(float(a["at"]) - requested.get(str(a["response_id"]), t_stop) for a in [*answers, final])
+    return TurnSplit(total_s=heard - t_stop, model_s=model, audio_path_s=heard - t_audio)
 
 
 def summarize(splits: Sequence[TurnSplit]) -> dict[str, Any]:
     """p50/p95 in milliseconds of each part, over the turns of one agent at one size."""
-    figures: dict[str, Any] = {"turns": len(splits)}
+    figures: dict[str, Any] = {"matched": len(splits)}
     for name in ("overhead", "audio_path", "before_audio", "model", "total"):
         values = [getattr(s, f"{name}_s") * 1000 for s in splits]
         figures[f"{name}_p50_ms"] = round(percentile(values, 50), 1) if values else None
@@ -129,11 +185,22 @@ def compare(lexvoz: dict[str, Any], bare: dict[str, Any]) -> dict[str, float | N
 
 
 @dataclass
-class Turn:
+class Talk:
+    """One person's side of a round: when each question began and every onset of the agent's voice it heard."""
+
     connection: int
-    spoke_at: float
-    heard_at: float
-    peak: int = 0
+    spoke_at: list[float]
+    onsets: list[float]
+    error: str | None = None  # what ended the talk early, if anything
+
+
+def match_talk(entries: Sequence[dict[str, Any]], talk: Talk) -> list[TurnSplit | str]:
+    """Each question of `talk`, split or the reason it could not be (see `split_turn`)."""
+    bounds = [*talk.spoke_at[1:], math.inf]
+    return [
+        split_turn(entries, at, talk.onsets, next_spoke_at=following)
+        for at, following in zip(talk.spoke_at, bounds, strict=True)
+    ]
 
 
 async def _timings(http: aiohttp.ClientSession, standin_url: str, since: int = 0) -> dict[str, Any]:
@@ -143,34 +210,66 @@ async def _timings(http: aiohttp.ClientSession, standin_url: str, since: int = 0
         return body
 
 
-async def _talk(person: Person, connection: int, turns: int, delay_s: float, timeout_s: float) -> list[Turn]:
-    """`turns` spoken questions, each answered to the end before the next; the time each answer was first heard."""
+async def _talk(person: Person, connection: int, turns: int, delay_s: float, timeout_s: float) -> Talk:
+    """`turns` spoken questions, each answered to the end before the next, with the agent's voice watched
+    throughout: every onset is kept, and which one answered which question is decided afterwards."""
     await asyncio.sleep(delay_s)  # the people of one size do not all speak in the same 100 ms
-    done: list[Turn] = []
-    for _ in range(turns):
-        track = await person.wait_for(person.agent_audio_track, "agent audio track", timeout_s)
-        spoke_at = time.monotonic()
-        await person.mic.speak()
-        # Listening from the end of the question, not its start: the agent state says "listening" when the last
-        # line's playout ended in the worker, while that line's last audio is still on its way through the room
-        # (jitter buffer). The answer cannot start before the stand-in's 500 ms of silence after the question.
-        watch = AgentAudioWatch(track)
-        watch.start()
-        try:
-            heard_at = await watch.first_sound(timeout_s)
-        finally:
-            await watch.aclose()
-        done.append(Turn(connection, spoke_at, heard_at, watch.heard_peak))
-        await person.wait_for(lambda at=spoke_at: person.spoke_since(at), "spoken answer", timeout_s)
-        await person.wait_until_listening(timeout_s)
-    return done
+    track = await person.wait_for(person.agent_audio_track, "agent audio track", timeout_s)
+    watch = AgentAudioWatch(track)
+    watch.start()
+    talk = Talk(connection, [], [])
+    try:
+        for _ in range(turns):
+            spoke_at = time.monotonic()
+            talk.spoke_at.append(spoke_at)
+            await person.mic.speak()
+            await person.wait_for(lambda at=spoke_at: person.spoke_since(at), "spoken answer", timeout_s)
+            await person.wait_until_listening(timeout_s)
+        # "listening" comes when the worker's playout ended, while the last answer may still be on its way through
+        # the room: wait (bounded) until as many onsets were heard as questions were asked. When one answer ran
+        # into the one before it without a gap there are fewer, and that turn is reported as not heard.
+        await watch.wait_for_onsets(turns, talk.spoke_at[0], timeout_s)
+    except Exception as exc:  # the questions asked so far are still matched, the others counted as not asked
+        talk.error = f"{type(exc).__name__}: {exc}"
+    finally:
+        await watch.aclose()
+        talk.onsets.extend(at for at, _ in watch.onsets)
+    return talk
 
 
-async def measure(
-    stack: Stack, variant: Variant, size: int, turns: int, timeout_s: float
-) -> tuple[list[TurnSplit], int, list[str]]:
-    """One round: `size` people with one agent each, `turns` spoken questions each. Returns the split turns,
-    how many turns could not be attributed, and errors."""
+@dataclass
+class Tally:
+    """The turns of one agent at one size: the split ones, and how many could not be split, by reason."""
+
+    splits: list[TurnSplit] = field(default_factory=list)
+    unmatched: dict[str, int] = field(default_factory=lambda: dict.fromkeys(UNMATCHED_REASONS, 0))
+
+    def add(self, outcomes: Sequence[TurnSplit | str]) -> None:
+        for outcome in outcomes:
+            if isinstance(outcome, TurnSplit):
+                self.splits.append(outcome)
+            else:
+                self.unmatched[outcome] += 1
+
+    def add_talk(self, entries: Sequence[dict[str, Any]], talk: Talk, turns: int) -> None:
+        """A person's `turns` questions: those it asked, matched against its connection's `entries`; the rest (its
+        talk ended early) as not asked."""
+        self.add(match_talk(entries, talk))
+        self.add(["not_asked"] * (turns - len(talk.spoke_at)))
+
+    def merge(self, other: Tally) -> None:
+        self.splits.extend(other.splits)
+        for reason, count in other.unmatched.items():
+            self.unmatched[reason] += count
+
+    def figures(self) -> dict[str, Any]:
+        questions = len(self.splits) + sum(self.unmatched.values())
+        return {"questions": questions, **summarize(self.splits), "unmatched": dict(self.unmatched)}
+
+
+async def measure(stack: Stack, variant: Variant, size: int, turns: int, timeout_s: float) -> tuple[Tally, list[str]]:
+    """One round: `size` people with one agent each, `turns` spoken questions each. Returns the tally of the
+    turns (split, or not and why) and errors."""
     people: list[Person] = []
     errors: list[str] = []
     async with aiohttp.ClientSession() as http:
@@ -198,28 +297,16 @@ async def measure(
     by_connection: dict[int, list[dict[str, Any]]] = {}
     for entry in timed["entries"]:
         by_connection.setdefault(int(entry["connection"]), []).append(entry)
-    splits: list[TurnSplit] = []
-    unmatched = 0
+    tally = Tally()
     for result in results:
         if isinstance(result, BaseException):
             errors.append(f"{type(result).__name__}: {result}")
+            tally.add(["not_asked"] * turns)
             continue
-        for turn in result:
-            split = split_turn(by_connection.get(turn.connection, []), turn.spoke_at, turn.heard_at)
-            if split is None:
-                unmatched += 1
-                stops = [
-                    round(e["at"] - turn.spoke_at, 3)
-                    for e in by_connection.get(turn.connection, [])
-                    if e["kind"] == "speech_stopped" and e["at"] >= turn.spoke_at
-                ]
-                errors.append(
-                    f"unmatched: heard {turn.heard_at - turn.spoke_at:.3f} s after speaking "
-                    f"(peak {turn.peak}); speech_stopped at {stops[:2]} s"
-                )
-            else:
-                splits.append(split)
-    return splits, unmatched, errors
+        if result.error is not None:
+            errors.append(result.error)
+        tally.add_talk(by_connection.get(result.connection, []), result, turns)
+    return tally, errors
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -243,8 +330,7 @@ def main(argv: list[str] | None = None) -> int:
     load_start = os.getloadavg()
     host_reference = reference_in_subprocess()
     worker_env = {"LEXVOZ_MAX_JOBS": str(max(sizes) + 1)}
-    collected: dict[tuple[int, Variant], list[TurnSplit]] = {}
-    unmatched: dict[tuple[int, Variant], int] = {}
+    tallies: dict[tuple[int, Variant], Tally] = {}
     errors: list[str] = []
     order: list[tuple[int, Variant]] = [(size, v) for size in sizes for v in round_order(args.rounds, baseline=True)]
     with tempfile.TemporaryDirectory(prefix="lexvoz-latency-") as tmp:
@@ -256,20 +342,25 @@ def main(argv: list[str] | None = None) -> int:
             for n, (size, variant) in enumerate(order, start=1):
                 workers = start_workers(stack, 1, variant, tag=f"-latency-{n}")
                 try:
-                    splits, lost, errs = asyncio.run(measure(stack, variant, size, args.turns, args.timeout_s))
+                    tally, errs = asyncio.run(measure(stack, variant, size, args.turns, args.timeout_s))
                 finally:
                     for proc in workers:
                         terminate(proc)
-                collected.setdefault((size, variant), []).extend(splits)
-                unmatched[(size, variant)] = unmatched.get((size, variant), 0) + lost
+                tallies.setdefault((size, variant), Tally()).merge(tally)
                 errors.extend(f"{variant}@{size}: {e}" for e in errs)
         finally:
             stack.stop()
     results = []
     for size in sizes:
-        lexvoz = {**summarize(collected.get((size, "lexvoz"), [])), "unmatched": unmatched.get((size, "lexvoz"), 0)}
-        bare = {**summarize(collected.get((size, "bare"), [])), "unmatched": unmatched.get((size, "bare"), 0)}
+        lexvoz = tallies.get((size, "lexvoz"), Tally()).figures()
+        bare = tallies.get((size, "bare"), Tally()).figures()
         results.append({"conversations": size, "lexvoz": lexvoz, "bare": bare, **compare(lexvoz, bare)})
+        for name, fig in (("lexvoz", lexvoz), ("bare", bare)):
+            print(
+                f"{name}@{size}: overhead p50 {fig['overhead_p50_ms']} ms, p95 {fig['overhead_p95_ms']} ms over "
+                f"{fig['matched']} of {fig['questions']} questions; unmatched {fig['unmatched']}",
+                file=sys.stderr,
+            )
     figures = {
         "results": results,
         "turns_per_person": args.turns,
@@ -277,6 +368,9 @@ def main(argv: list[str] | None = None) -> int:
         "round_order": [f"{variant}@{size}" for size, variant in order],
         "targets": TARGETS,
         "clock": CLOCK,
+        "clock_tolerance_ms": CLOCK_TOLERANCE_S * 1000,
+        "onset_gap_ms": ONSET_GAP_S * 1000,
+        "onset_within_s": ONSET_WITHIN_S,
         "standin_speed": args.speed,
         "errors": errors[:10],
         "error_count": len(errors),
@@ -290,7 +384,7 @@ def main(argv: list[str] | None = None) -> int:
     args.out.write_text(json.dumps(figures, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     print(json.dumps(figures, ensure_ascii=False))
     complete = all(
-        r[v]["turns"] == size * args.turns * args.rounds
+        r[v]["matched"] == size * args.turns * args.rounds
         for r, size in zip(results, sizes, strict=True)
         for v in ("lexvoz", "bare")
     )

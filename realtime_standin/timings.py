@@ -9,7 +9,11 @@ share can be told apart from its own:
 - ``response_create``: a client ``response.create`` was read off the socket and started a response
   (``response_id``);
 - ``function_call``: the ``response.output_item.done`` of a function call was written (clients act on it);
-- ``first_audio``: the first ``response.output_audio.delta`` of a response was written.
+- ``first_audio``: the first ``response.output_audio.delta`` of a response was written;
+- ``response_created``: a response's ``response.created`` was written, with ``item_id``: the user item it answers
+  (the last user item written on that connection before it; absent before any, as for a greeting). This is what
+  lets a reader tie every response of a turn (the server's own after ``speech_stopped``, a client's after a tool
+  call) to that turn's ``speech_stopped`` by id rather than by when it happened.
 
 Times are ``time.monotonic()``: CLOCK_MONOTONIC on Linux, one clock for every process of the host, so a
 benchmark on the same host can set them against its own readings. Entries carry event kinds and ids only,
@@ -36,6 +40,7 @@ class TurnTimings:
         self._entries: deque[JsonDict] = deque(maxlen=max_entries)
         self._total = 0
         self._audio_started: dict[int, set[str]] = {}
+        self._last_user_item: dict[int, str] = {}
 
     @property
     def total(self) -> int:
@@ -56,6 +61,13 @@ class TurnTimings:
             self._add(connection, "speech_stopped", self._clock(), item_id=str(event.get("item_id")))
         elif kind == "response.output_item.done" and (event.get("item") or {}).get("type") == "function_call":
             self._add(connection, "function_call", self._clock(), response_id=str(event.get("response_id")))
+        elif kind == "conversation.item.added" and (event.get("item") or {}).get("role") == "user":
+            self._last_user_item[connection] = str(event["item"].get("id"))
+        elif kind == "response.created":
+            response_id = str((event.get("response") or {}).get("id"))
+            answers = self._last_user_item.get(connection)
+            ids = {"response_id": response_id} | ({"item_id": answers} if answers is not None else {})
+            self._add(connection, "response_created", self._clock(), **ids)
         elif kind == "response.output_audio.delta":
             response_id = str(event.get("response_id"))
             started = self._audio_started.setdefault(connection, set())
@@ -70,6 +82,7 @@ class TurnTimings:
     def forget(self, connection: int) -> None:
         """The connection closed: its per-response bookkeeping is no longer needed (its entries stay)."""
         self._audio_started.pop(connection, None)
+        self._last_user_item.pop(connection, None)
 
     def since(self, position: int) -> list[JsonDict]:
         """Entries at absolute positions >= `position` that are still kept."""

@@ -9,8 +9,8 @@ and wakes on room events, never on a fixed sleep.
 
 It also talks to an agent that is not Lexvoz (the benchmarks' bare livekit-agents baseline): with
 `lexvoz=False` it knows the agent hears it without Lexvoz's model attribute, and `ask_aloud` asks a question
-and waits for the spoken answer without expecting evidence. `AgentAudioWatch` notes when the agent's voice is
-first heard, for the voice-to-voice latency benchmark.
+and waits for the spoken answer without expecting evidence. `AgentAudioWatch` notes every onset of the agent's
+voice, for the voice-to-voice latency benchmark.
 """
 
 from __future__ import annotations
@@ -38,6 +38,9 @@ MODEL_ATTRIBUTE = "lexvoz.model"
 # The agent's voice is "heard" from the first frame with a sample at least this loud (int16): the stand-in's
 # quietest voice peaks near 1,000, and the agent's track carries digital silence (0) between its lines.
 AGENT_AUDIO_THRESHOLD = 100
+# Silence (seconds of audio) before a loud frame for it to start a new burst of the agent's voice: see AgentAudioWatch.
+ONSET_GAP_S = 0.25
+WATCH_FRAME_MS = 50  # the frames AgentAudioWatch reads the agent's voice in: see there
 SAMPLE_RATE = 48_000
 FRAME_MS = 100
 SAMPLES_PER_FRAME = SAMPLE_RATE * FRAME_MS // 1000
@@ -362,39 +365,71 @@ class Person:
 
 
 class AgentAudioWatch:
-    """Notes when the agent's voice is first heard after `start()`: the first frame with a loud enough sample.
+    """Notes every onset of the agent's voice while it runs: the first loud frame after a gap of silence.
 
-    Reading the agent's audio costs the load generator a frame event every 10 ms, so a watch runs only from just
-    before a question to the first sound of its answer, not for the whole conversation."""
+    One time per question is not enough: when the host is saturated, the previous line's last audio can still be on
+    its way through the room (its tail) after the person has asked the next question, and the first loud frame
+    heard after the question is then that tail, not the answer. So the watch keeps every onset with its time, and
+    the benchmark picks the first one at or after the stand-in wrote the answer's first audio.
+
+    An onset needs `ONSET_GAP_S` of silence before it, counted in the audio itself (samples, not wall time, so that
+    frames delivered in a burst count for what they hold): longer than a stutter inside one line (a lost packet, a
+    playout that ran dry for a few frames on a busy host), far shorter than the gap between two lines, which is at
+    least the person's question and the stand-in's 500 ms of end-of-turn silence. A watch that starts while the
+    agent is already speaking has seen no gap, so that line is not an onset.
+
+    Reading the agent's audio costs the load generator a frame event per frame for as long as the watch runs (one
+    per person, for the whole of its questions): frames of `WATCH_FRAME_MS`, not the stream's default 10 ms (ten
+    people watched throughout at 10 ms are a thousand Python events a second, on a host the 10 conversations
+    already saturate). An onset's time is then placed at its first loud sample within the frame: the frame's last
+    sample arrived when the frame was delivered, and the room delivers audio in real time, so the first loud
+    sample arrived the rest of the frame earlier."""
 
     def __init__(self, track: rtc.RemoteAudioTrack, threshold: int = AGENT_AUDIO_THRESHOLD) -> None:
         self.track = track
         self.threshold = threshold
-        self.heard_at: float | None = None  # monotonic: when the loud frame reached this process
-        self.heard_peak = 0  # that frame's loudest sample
+        self.onsets: list[tuple[float, int]] = []  # (monotonic: when its first loud sample reached us, frame's peak)
+        self._silent_s = 0.0  # silence heard since the last loud frame (or since the start)
+        self._onset = asyncio.Event()
         self._stream: rtc.AudioStream | None = None
         self._task: asyncio.Task[None] | None = None
-        self._heard = asyncio.Event()
 
     def start(self) -> None:
-        self._stream = rtc.AudioStream(self.track, sample_rate=SAMPLE_RATE, num_channels=1)
+        self._stream = rtc.AudioStream(
+            self.track, sample_rate=SAMPLE_RATE, num_channels=1, frame_size_ms=WATCH_FRAME_MS
+        )
         self._task = asyncio.create_task(self._listen(self._stream), name="agent-audio-watch")
 
     async def _listen(self, stream: rtc.AudioStream) -> None:
         async for event in stream:
-            samples = np.frombuffer(event.frame.data, dtype=np.int16)
-            peak = int(np.max(np.abs(samples.astype(np.int32)))) if samples.size else 0
-            if peak >= self.threshold:
-                self.heard_at = time.monotonic()
-                self.heard_peak = peak
-                self._heard.set()
-                return
+            frame = event.frame
+            self.observe(np.frombuffer(frame.data, dtype=np.int16), frame.sample_rate, time.monotonic())
 
-    async def first_sound(self, within: float) -> float:
-        """The monotonic time the agent was first heard; TimeoutError after `within` seconds."""
-        await asyncio.wait_for(self._heard.wait(), within)
-        assert self.heard_at is not None
-        return self.heard_at
+    def observe(self, samples: np.ndarray, sample_rate: int, at: float) -> None:
+        """One frame of mono int16 `samples` whose last sample reached this process at `at` (monotonic)."""
+        levels = np.abs(samples.astype(np.int32))
+        loud = np.flatnonzero(levels >= self.threshold)
+        if loud.size == 0:
+            self._silent_s += samples.size / sample_rate
+            return
+        first, last = int(loud[0]), int(loud[-1])
+        if self._silent_s + first / sample_rate >= ONSET_GAP_S:
+            self.onsets.append((at - (samples.size - 1 - first) / sample_rate, int(levels.max())))
+            self._onset.set()
+            self._onset = asyncio.Event()
+        self._silent_s = (samples.size - 1 - last) / sample_rate
+
+    async def wait_for_onsets(self, count: int, since: float, within: float) -> bool:
+        """Wait until `count` onsets were heard at or after `since` (monotonic); False after `within` seconds."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + within
+        while sum(1 for at, _ in self.onsets if at >= since) < count:
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return False
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._onset.wait(), remaining)
+        return True
 
     async def aclose(self) -> None:
         if self._task is not None:
