@@ -21,11 +21,16 @@ from livekit import api
 from agent.web.app import create_app
 from agent.web.dispatch import (
     AGENTS_KEY,
+    HEARTBEAT_ATTRIBUTE,
+    HEARTBEAT_LOST_S,
     AgentRequests,
+    LiveKitRooms,
     RoomView,
     agent_joining,
+    heartbeat_age_s,
     offer_pending,
     offer_unanswered,
+    silent_agent,
 )
 from agent.web.session import RequestError
 from agent.web.tokens import mint_token, new_identity, new_room_name
@@ -35,10 +40,16 @@ SETTINGS = make_settings(LEXVOZ_AGENT_RETRY_S=5, LEXVOZ_MAX_CONVERSATION_S=600)
 
 
 class FakeRooms:
-    """livekit-server as far as `AgentRequests` sees it: one view per room, and the dispatches made."""
+    """livekit-server as far as `AgentRequests` sees it: one view per room, and the dispatches made.
+
+    A room may instead be given its participants (`people`, as livekit-server lists them, at Unix time `now`):
+    its view then says who is present the way `LiveKitRooms.view` does, through the same `silent_agent`."""
 
     def __init__(self) -> None:
         self.views: dict[str, RoomView] = {}
+        self.people: dict[str, list[api.ParticipantInfo]] = {}
+        self.now = NOW
+        self.removed: list[tuple[str, str]] = []
         self.dispatched: list[tuple[str, str]] = []
         self.replaced: list[tuple[str, ...]] = []  # what each dispatch deleted first
         self.gone: list[str | None] = []  # what each view was told about an agent seen leaving
@@ -54,12 +65,36 @@ class FakeRooms:
             raise self.fail
         if self.slow is not None:
             await self.slow.wait()
+        if room in self.people:
+            people = self.people[room]
+            silent = silent_agent(people, gone, self.now)
+            return RoomView(
+                caller_present=any(p.identity == identity for p in people),
+                agent_present=any(p.kind == AGENT_KIND and p.identity != silent for p in people),
+                silent_agent=silent,
+            )
         return self.views.get(room)
+
+    async def remove(self, room: str, identity: str) -> None:
+        self.removed.append((room, identity))
+        self.people[room] = [p for p in self.people.get(room, []) if p.identity != identity]
 
     async def dispatch(self, room: str, agent_name: str, replacing: tuple[str, ...] = ()) -> None:
         await asyncio.sleep(0.01)  # a network call: other requests run meanwhile
         self.dispatched.append((room, agent_name))
         self.replaced.append(replacing)
+
+
+NOW = 1_800_000_000.0
+AGENT_KIND = api.ParticipantInfo.Kind.AGENT
+
+
+def participant(identity: str, *, agent: bool = True, beat_s_ago: float | None = None) -> api.ParticipantInfo:
+    """A participant as livekit-server lists it; `beat_s_ago`: its last sign of life, by the worker's clock."""
+    info = api.ParticipantInfo(identity=identity, kind=AGENT_KIND if agent else api.ParticipantInfo.Kind.STANDARD)
+    if beat_s_ago is not None:
+        info.attributes[HEARTBEAT_ATTRIBUTE] = str(int((NOW - beat_s_ago) * 1000))
+    return info
 
 
 class Clock:
@@ -311,7 +346,6 @@ def _dispatch(created_s_ago: float, *jobs: tuple[int, float]) -> api.AgentDispat
     return dispatch
 
 
-NOW = 1_800_000_000.0
 RUNNING, FAILED, PENDING = (api.JobStatus.JS_RUNNING, api.JobStatus.JS_FAILED, api.JobStatus.JS_PENDING)
 
 
@@ -373,3 +407,135 @@ async def test_a_dispatch_no_worker_took_is_replaced_not_added_to(
     status, body, _ = await ask(client, token)
     assert (status, body["agent"]) == (202, "requested")
     assert rooms.dispatched == [(room, "lexvoz-test")] and rooms.replaced == [("AD_first", "AD_second")]
+
+
+# A dead worker's agent: livekit-server lists it until its 15 s ping timeout, with its last sign of life.
+DEAD = "agent-AJ_dead"
+
+
+async def test_an_agent_named_as_left_whose_sign_of_life_is_stale_is_removed_and_replaced(
+    client: TestClient[Any, Any], rooms: FakeRooms
+) -> None:
+    """The page saw the agent fall silent; livekit-server would keep it in the room, and the page service would
+    answer `present`, for another 5-10 s. Its heartbeat is 11 s old: it is removed and a new agent dispatched."""
+    room, identity, token = session()
+    rooms.people[room] = [participant(identity, agent=False), participant(DEAD, beat_s_ago=HEARTBEAT_LOST_S + 1)]
+    status, body, _ = await ask(client, token, body={"left": DEAD})
+    assert (status, body["agent"]) == (202, "requested")
+    assert rooms.removed == [(room, DEAD)]
+    assert rooms.dispatched == [(room, "lexvoz-test")]
+
+
+async def test_a_removed_agent_still_gets_a_new_dispatch_only_at_the_usual_pace(
+    client: TestClient[Any, Any], rooms: FakeRooms, clock: Clock
+) -> None:
+    room, identity, token = session()
+    rooms.people[room] = [participant(identity, agent=False)]
+    assert (await ask(client, token))[0] == 202  # the first agent's dispatch, just now
+    rooms.people[room].append(participant(DEAD, beat_s_ago=HEARTBEAT_LOST_S + 1))
+    clock.now += 1.0
+    status, body, _ = await ask(client, token, body={"left": DEAD})
+    assert status == 429 and "espere" in body["error"]
+    assert rooms.removed == [(room, DEAD)]  # gone from the room; the next dispatch waits its turn
+    clock.now += 5.0
+    assert (await ask(client, token, body={"left": DEAD}))[:2] == (202, {"agent": "requested", "retry_after_s": 5.0})
+    assert len(rooms.dispatched) == 2 and rooms.removed == [(room, DEAD)]
+
+
+@pytest.mark.parametrize("beat_s_ago", [0.0, 3.0, HEARTBEAT_LOST_S - 0.5], ids=["just-now", "a-period", "late"])
+async def test_a_page_cannot_evict_an_agent_whose_sign_of_life_is_fresh(
+    client: TestClient[Any, Any], rooms: FakeRooms, beat_s_ago: float
+) -> None:
+    room, identity, token = session()
+    rooms.people[room] = [participant(identity, agent=False), participant(DEAD, beat_s_ago=beat_s_ago)]
+    assert (await ask(client, token, body={"left": DEAD}))[:2] == (200, {"agent": "present", "retry_after_s": 5.0})
+    assert rooms.removed == [] and rooms.dispatched == []
+
+
+async def test_an_agent_that_never_sent_a_sign_of_life_is_never_removed(
+    client: TestClient[Any, Any], rooms: FakeRooms
+) -> None:
+    """A worker from before the heartbeat: its agents are judged by livekit-server's timeout alone, as before."""
+    room, identity, token = session()
+    rooms.people[room] = [participant(identity, agent=False), participant(DEAD)]
+    assert (await ask(client, token, body={"left": DEAD}))[:2] == (200, {"agent": "present", "retry_after_s": 5.0})
+    assert rooms.removed == []
+
+
+async def test_a_caller_cannot_remove_a_participant_that_is_not_an_agent(
+    client: TestClient[Any, Any], rooms: FakeRooms
+) -> None:
+    """Not another person, however stale the attribute it set itself; not the caller; not an unnamed agent."""
+    room, identity, token = session()
+    other = new_identity()
+    rooms.people[room] = [
+        participant(identity, agent=False, beat_s_ago=60.0),
+        participant(other, agent=False, beat_s_ago=60.0),
+        participant(DEAD, beat_s_ago=60.0),
+    ]
+    for left in (other, identity, "agent-AJ_elsewhere"):
+        status, body, _ = await ask(client, token, body={"left": left})
+        assert (status, body["agent"]) == (200, "present"), left
+    await ask(client, token)  # naming nobody
+    assert rooms.removed == [] and rooms.dispatched == []
+    assert [p.identity for p in rooms.people[room]] == [identity, other, DEAD]
+
+
+@pytest.mark.parametrize(
+    ("value", "age"),
+    [
+        (str(int(NOW * 1000) - 12_345), 12.345),
+        (str(int(NOW * 1000) + 60_000), 0.0),  # a worker clock ahead: fresh, never negative
+        ("", None),
+        ("soon", None),
+        ("-5", None),
+        ("1.5e12", None),
+        ("١٢٣", None),  # Arabic-Indic digits: str.isdigit says yes, the worker never writes them
+        ("9" * 17, None),
+    ],
+    ids=["stamp", "future", "empty", "word", "negative", "float", "non-ascii-digits", "huge"],
+)
+def test_how_old_a_sign_of_life_is(value: str, age: float | None) -> None:
+    info = participant(DEAD)
+    info.attributes[HEARTBEAT_ATTRIBUTE] = value
+    measured = heartbeat_age_s(info, NOW)
+    assert measured == pytest.approx(age) if age is not None else measured is None
+
+
+class FakeLiveKitAPI:
+    """livekit-api's `LiveKitAPI` as `LiveKitRooms` uses it: the room's participants and dispatches, and the
+    calls made. It stands in for both services (`room` and `agent_dispatch`)."""
+
+    def __init__(self, people: list[api.ParticipantInfo], dispatches: list[api.AgentDispatch]) -> None:
+        self.room = self.agent_dispatch = self
+        self.people = people
+        self.dispatches = dispatches
+        self.removed: list[tuple[str, str]] = []
+
+    async def list_participants(self, request: api.ListParticipantsRequest) -> api.ListParticipantsResponse:
+        return api.ListParticipantsResponse(participants=self.people)
+
+    async def list_dispatch(self, room: str) -> list[api.AgentDispatch]:
+        return self.dispatches
+
+    async def remove_participant(self, remove: api.RoomParticipantIdentity) -> api.RemoveParticipantResponse:
+        self.removed.append((remove.room, remove.identity))
+        return api.RemoveParticipantResponse()
+
+
+async def test_livekit_rooms_sees_through_a_silent_agent_and_removes_it_through_room_service() -> None:
+    """The real `Rooms`: the silent agent neither counts as present nor as joining (its job is the dead one)."""
+    job = _dispatch(40.0, (RUNNING, 30.0))
+    job.state.jobs[0].state.participant_identity = DEAD
+    people = [participant("lexvoz-user-1", agent=False), participant(DEAD, beat_s_ago=HEARTBEAT_LOST_S + 2)]
+    fake = FakeLiveKitAPI(people, [job])
+    rooms = LiveKitRooms(SETTINGS, clock=lambda: NOW)
+    rooms._api = fake  # type: ignore[assignment]  # the one seam: the API client is made on first use
+
+    view = await rooms.view("lexvoz-x", "lexvoz-user-1", "lexvoz-test", DEAD)
+    assert view == RoomView(caller_present=True, agent_present=False, silent_agent=DEAD)
+    await rooms.remove("lexvoz-x", DEAD)
+    assert fake.removed == [("lexvoz-x", DEAD)]
+
+    fresh = await rooms.view("lexvoz-x", "lexvoz-user-1", "lexvoz-test", None)
+    assert fresh is not None and fresh.agent_present and fresh.silent_agent is None  # not named: not judged

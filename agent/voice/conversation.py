@@ -29,6 +29,7 @@ from agent.ops import metrics
 from agent.settings import Settings
 from agent.voice.assistant import LexvozAgent, make_text_input_cb
 from agent.voice.evidence import EvidencePublisher
+from agent.voice.heartbeat import Heartbeat
 from agent.voice.model_link import ModelFailure, ModelLink
 from agent.voice.observers import count_citation, count_tool_call
 from agent.voice.pacing import TranscriptPacer
@@ -143,6 +144,8 @@ class Conversation:
     interruptions: InterruptionNotifier
     # LEXVOZ_TRANSCRIPT_PACING=played: the agent's words paced by the audio played (agent/voice/pacing.py).
     pacer: TranscriptPacer | None = None
+    # The agent's sign of life in the room (`lexvoz.heartbeat`), so a dead worker's agent can be told apart.
+    heartbeat: Heartbeat | None = None
     warm_up: asyncio.Task[None] | None = None
     time_limit: asyncio.Task[None] | None = None
     ended: asyncio.Event = field(default_factory=asyncio.Event)
@@ -157,8 +160,14 @@ class Conversation:
         self._on_end = on_end
         with contextlib.suppress(Exception):
             await self.room.local_participant.set_attributes(
-                {MODE_ATTRIBUTE: "rehearsal" if self.settings.rehearsal else "live", **self.link.attributes()}
+                {
+                    MODE_ATTRIBUTE: "rehearsal" if self.settings.rehearsal else "live",
+                    **self.link.attributes(),
+                    **(self.heartbeat.attributes() if self.heartbeat is not None else {}),
+                }
             )
+        if self.heartbeat is not None:
+            self.heartbeat.start()
         self.session.on("close", self._on_close)
         # Tells the page which agent line was cut off (see agent/voice/speech.py).
         self.interruptions.attach(self.session)
@@ -195,6 +204,8 @@ class Conversation:
         if self._finishing:
             return
         self._finishing = True
+        if self.heartbeat is not None:
+            self.heartbeat.stop()
         if self._counted:
             metrics.sessions_active.dec()
             self._counted = False
@@ -259,6 +270,7 @@ def build_conversation(
         link=link,
         interruptions=InterruptionNotifier(room.local_participant),
         pacer=TranscriptPacer() if settings.transcript_pacing == "played" else None,
+        heartbeat=Heartbeat(room.local_participant),
     )
     link.on_failure = conversation._on_model_failure
     model.session_listeners.append(link.watch)

@@ -16,6 +16,14 @@ page (or a script) cannot keep livekit-server hunting for workers. Each client (
 per-minute bucket of these requests, apart from its token requests, and a new dispatch counts against the
 whole service's dispatches per minute (`capacity.py`: 503 with Retry-After when spent, which the page
 waits out like any 503).
+
+A dead worker's agent stays listed in its room until livekit-server's fixed 15 s ping timeout drops it. The
+agent refreshes a sign of life (`lexvoz.heartbeat`, its worker's Unix time in ms); when the caller names an
+agent it saw leave and that agent's sign of life is older than `HEARTBEAT_LOST_S` by this service's clock,
+the service removes that participant and goes on as if no agent were there. Both clocks are servers' (kept
+by NTP): a worker clock behind this one by more than the limit less a period would make a live agent look
+dead, one ahead only delays the removal. A fresh agent, any participant that is not an agent, and an agent
+that never sent a sign of life (an older worker) are never removed.
 """
 
 from __future__ import annotations
@@ -64,6 +72,10 @@ JOB_START_GRACE_S: Final = 60.0
 # before the workers are back, every offer goes nowhere. Such a dispatch is replaced, not waited out.
 OFFER_ANSWER_S: Final = 3.0
 LIVEKIT_TIMEOUT_S: Final = 5.0
+# The worker's sign of life and how old it may be (copies of agent/voice/heartbeat.py's, which this separate
+# program does not import; tests/test_heartbeat.py pins them equal).
+HEARTBEAT_ATTRIBUTE: Final = "lexvoz.heartbeat"
+HEARTBEAT_LOST_S: Final = 10.0
 
 _COMING: Final = frozenset({agent_proto.JobStatus.JS_PENDING, agent_proto.JobStatus.JS_RUNNING})
 
@@ -79,10 +91,11 @@ class RoomView:
     agent_joining: bool = False  # a worker accepted the room and its agent has not joined yet
     offer_pending: bool = False  # an offer may still be waiting for a worker's answer
     unanswered: tuple[str, ...] = ()  # our dispatches that no worker took within OFFER_ANSWER_S (ids)
+    silent_agent: str | None = None  # the agent the caller saw leave, still listed with a stale sign of life
 
 
 class Rooms(Protocol):
-    """The two LiveKit calls this needs; `LiveKitRooms` is the real one, tests pass a double."""
+    """The LiveKit calls this needs; `LiveKitRooms` is the real one, tests pass a double."""
 
     async def view(self, room: str, identity: str, agent_name: str, gone: str | None = None) -> RoomView | None:
         """None when the room does not exist. `gone`: an agent's identity the caller saw leave the room."""
@@ -90,6 +103,10 @@ class Rooms(Protocol):
 
     async def dispatch(self, room: str, agent_name: str, replacing: tuple[str, ...] = ()) -> None:
         """A new dispatch of `agent_name`, after deleting the dispatches `replacing` (ids) that no worker took."""
+        ...
+
+    async def remove(self, room: str, identity: str) -> None:
+        """Remove a participant from the room (a silent agent: `RoomView.silent_agent`)."""
         ...
 
 
@@ -126,11 +143,12 @@ class LiveKitRooms:
                 return None
             raise
         people = list(listed.participants)
-        agent_present = any(p.kind == api.ParticipantInfo.Kind.AGENT for p in people)
+        now = self._clock()
+        silent = silent_agent(people, gone, now)
+        agent_present = any(p.kind == api.ParticipantInfo.Kind.AGENT and p.identity != silent for p in people)
         joining = pending = False
         unanswered: list[str] = []
         if not agent_present:
-            now = self._clock()
             for dispatch in await lk.agent_dispatch.list_dispatch(room):
                 if dispatch.agent_name == agent_name:
                     joining = joining or agent_joining(dispatch, now, gone)
@@ -143,6 +161,7 @@ class LiveKitRooms:
             agent_joining=joining,
             offer_pending=pending,
             unanswered=tuple(unanswered),
+            silent_agent=silent,
         )
 
     async def our_rooms(self) -> dict[str, int]:
@@ -161,6 +180,35 @@ class LiveKitRooms:
                 if exc.code != api.TwirpErrorCode.NOT_FOUND:  # already gone: nothing to replace
                     raise
         await lk.agent_dispatch.create_dispatch(api.CreateAgentDispatchRequest(agent_name=agent_name, room=room))
+
+    async def remove(self, room: str, identity: str) -> None:
+        try:
+            await self._lk().room.remove_participant(api.RoomParticipantIdentity(room=room, identity=identity))
+        except api.TwirpError as exc:
+            if exc.code != api.TwirpErrorCode.NOT_FOUND:  # already gone (livekit-server timed it out): done
+                raise
+
+
+def heartbeat_age_s(participant: api.ParticipantInfo, now: float) -> float | None:
+    """How old the participant's sign of life is by `now` (Unix seconds); None when it sent none readable.
+    A value from the future (a worker clock ahead of this one) counts as fresh: age 0."""
+    value = participant.attributes.get(HEARTBEAT_ATTRIBUTE, "")
+    if not value.isascii() or not value.isdigit() or len(value) > 16:
+        return None
+    return max(0.0, now - int(value) / 1000)
+
+
+def silent_agent(people: list[api.ParticipantInfo], gone: str | None, now: float) -> str | None:
+    """`gone` when the caller named it and it is an agent of the room whose sign of life is older than
+    HEARTBEAT_LOST_S: its worker died, and it holds the room until livekit-server times it out. Never a person,
+    never an agent whose sign of life is fresh, never one that sent none (a worker from before the heartbeat)."""
+    if not gone:
+        return None
+    for p in people:
+        if p.identity == gone and p.kind == api.ParticipantInfo.Kind.AGENT:
+            age = heartbeat_age_s(p, now)
+            return gone if age is not None and age >= HEARTBEAT_LOST_S else None
+    return None
 
 
 def agent_joining(dispatch: api.AgentDispatch, now: float, gone: str | None = None) -> bool:
@@ -237,13 +285,18 @@ class AgentRequests:
     async def request(self, room: str, identity: str, gone: str | None = None) -> Answer:
         """'present' (an agent is in the room), 'joining' (a worker took the room), 'offered' (an offer is still
         out: no new one yet) or 'requested' (a new offer was made now). `gone`: the identity of an agent the
-        caller saw leave this room, whose job is then not counted as joining."""
+        caller saw leave this room (or fall silent), whose job is then not counted as joining, and which is
+        removed first if it is still listed with a stale sign of life."""
         name = self._settings.agent_name
         view = await self._rooms.view(room, identity, name, gone)
         if view is None or not view.caller_present:
             raise RequestError(
                 404, "la sala ya no existe o usted no está en ella; empiece una nueva sesión", reason="room"
             )
+        if view.silent_agent is not None:
+            # Before any new dispatch: the new agent's worker ends a job for a room that already lists an agent.
+            await self._rooms.remove(room, view.silent_agent)
+            log.info("silent agent removed room=%s", room)
         if view.agent_present:
             return "present"
         if view.agent_joining:

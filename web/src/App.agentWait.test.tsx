@@ -29,6 +29,7 @@ interface LiveKitRoomProps {
 interface AgentView {
   agent: object | undefined;
   agentAttributes: Record<string, string>;
+  state?: string; // what the agent's `lk.agent.state` says while it is listed ('listening' when not given)
 }
 
 const h = vi.hoisted(() => ({
@@ -77,7 +78,8 @@ vi.mock('@livekit/components-react', async () => {
   return livekitComponentsDouble(h.liveKitRoomRenders, {
     useVoiceAssistant: () => {
       const view = useSyncExternalStore(subscribe, () => h.view);
-      return { state: view.agent ? 'listening' : 'connecting', audioTrack: undefined, ...view };
+      const state = view.agent ? (view.state ?? 'listening') : 'connecting';
+      return { audioTrack: undefined, ...view, state };
     },
     useChat: () => ({ send: vi.fn(), chatMessages: [], isSending: false }),
   });
@@ -212,5 +214,67 @@ describe('App: no agent has joined yet', () => {
     expect(screen.getByTestId('agent-ended')).toBeTruthy();
     expect(screen.queryByTestId('agent-waiting')).toBeNull();
     expect(screen.queryByTestId('agent-timeout')).toBeNull();
+  });
+});
+
+describe('App: an agent whose sign of life stopped (its worker died; LiveKit still lists it)', () => {
+  const BEAT = 'lexvoz.heartbeat';
+  const speaking = (beat: string | undefined, identity = 'agente') =>
+    setAgent({ agent: { identity }, agentAttributes: beat === undefined ? {} : { [BEAT]: beat }, state: 'speaking' });
+  const agentState = () => screen.getByTestId('agent-state').textContent;
+
+  it('is shown as gone 10 s after its last refresh arrived, and another is asked for, naming it', async () => {
+    await startAndConnect();
+    act(() => speaking('1800000000000'));
+    expect(agentState()).toBe('hablando');
+    await advance(9_999);
+    expect(agentState()).toBe('hablando');
+    expect(agentCalls()).toHaveLength(0);
+
+    await advance(1); // no refresh for 10 s: what the page shows once an agent has left
+    expect(agentState()).toBe('conectando');
+    await advance(5_000); // the same waiting as for an agent that left
+    expect(agentCalls()).toHaveLength(1);
+    expect(JSON.parse(agentCalls()[0]![1]!.body as string)).toEqual({ left: 'agente' });
+    expect(screen.getByTestId('agent-waiting').textContent).toBe(WAITING_TEXT);
+
+    // The service removed it and dispatched another: the new agent ends the waiting.
+    act(() => speaking('1800000020000', 'agente-nuevo'));
+    expect(agentState()).toBe('hablando');
+    expect(screen.queryByTestId('agent-waiting')).toBeNull();
+    await advance(9_000);
+    expect(agentCalls()).toHaveLength(1);
+  });
+
+  it('keeps an agent whose refreshes arrive in time, and asks for nothing', async () => {
+    await startAndConnect();
+    for (let i = 0; i < 40; i++) {
+      act(() => speaking(String(1_800_000_000_000 + i * 3_000)));
+      await advance(3_000);
+    }
+    expect(agentState()).toBe('hablando');
+    expect(agentCalls()).toHaveLength(0);
+  });
+
+  it('never judges an agent that sends no sign of life (a worker from before it)', async () => {
+    await startAndConnect();
+    act(() => speaking(undefined));
+    await advance(10 * 60_000);
+    expect(agentState()).toBe('hablando');
+    expect(agentCalls()).toHaveLength(0);
+    expect(screen.queryByTestId('agent-waiting')).toBeNull();
+  });
+
+  it('comes back if a refresh arrives after all, and the asking stops', async () => {
+    await startAndConnect();
+    act(() => speaking('1'));
+    await advance(10_000);
+    expect(agentState()).toBe('conectando');
+    await advance(5_000);
+    expect(agentCalls()).toHaveLength(1); // the service saw its sign of life fresh and answered "present"
+    act(() => speaking('2'));
+    expect(agentState()).toBe('hablando');
+    await advance(9_000);
+    expect(agentCalls()).toHaveLength(1);
   });
 });

@@ -136,6 +136,8 @@ export function App() {
     list.scrollIntoView({ block: 'start', behavior: reducedMotion ? 'auto' : 'smooth' });
     list.querySelector<HTMLElement>('.research-query')?.focus({ preventScroll: true });
   }, [reducedMotion]);
+  // An agent whose sign of life stopped is gone as far as its searches go: none can report its end any more.
+  const agentLost = useCallback(() => dispatch({ type: 'agentGone' }), []);
 
   // The citation checks, each verified one with the card it links to from the transcript.
   const citations = useMemo<CitationView[]>(
@@ -326,6 +328,7 @@ export function App() {
               newSources={newSources}
               onShowNewSources={showNewSources}
               citations={citations}
+              onAgentLost={agentLost}
             />
           </LiveKitRoom>
         ) : (

@@ -13,6 +13,7 @@ import { SPEECH_TOPIC } from './speech';
 
 const h = vi.hoisted(() => ({
   state: 'speaking' as string,
+  attributes: { 'lexvoz.mode': 'rehearsal' } as Record<string, string>,
   transcriptions: [] as unknown[],
   send: vi.fn(async (_text: string) => undefined),
   renders: [] as { children?: import('react').ReactNode }[],
@@ -27,7 +28,7 @@ vi.mock('@livekit/components-react', async () => {
       state: h.state,
       agent: { identity: 'agente' },
       audioTrack: undefined,
-      agentAttributes: { 'lexvoz.mode': 'rehearsal' },
+      agentAttributes: h.attributes,
     }),
     useTranscriptions: () => h.transcriptions,
     useChat: () => ({ send: h.send, chatMessages: [], isSending: false }),
@@ -80,6 +81,7 @@ const view = (props: Partial<Parameters<typeof SessionView>[0]> = {}) => (
 
 beforeEach(() => {
   h.state = 'speaking';
+  h.attributes = { 'lexvoz.mode': 'rehearsal' };
   h.send.mockClear();
 });
 afterEach(cleanup);
@@ -222,5 +224,32 @@ describe('SessionView: citation checks in the transcript', () => {
     const link = screen.getByTestId('citation-link');
     expect(link.getAttribute('href')).toBe('#fuente-c1-0');
     expect(link.textContent).toBe('artículo 75 de la Constitución (ver la fuente)');
+  });
+});
+
+describe('SessionView: an agent whose sign of life stopped', () => {
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+
+  it('is reported lost once, 10 s after its last refresh, and no longer shown speaking', async () => {
+    vi.useFakeTimers();
+    h.attributes = { 'lexvoz.mode': 'rehearsal', 'lexvoz.heartbeat': '1800000000000' };
+    const onAgentLost = vi.fn();
+    render(view({ onAgentLost }));
+    expect(screen.getByTestId('agent-state').textContent).toBe('hablando');
+    await act(async () => {
+      await vi.advanceTimersByTimeAsync(9_999);
+    });
+    expect(onAgentLost).not.toHaveBeenCalled();
+    await act(async () => {
+      await vi.advanceTimersByTimeAsync(1);
+    });
+    expect(onAgentLost).toHaveBeenCalledTimes(1); // the research panel ends its running search with it
+    expect(screen.getByTestId('agent-state').textContent).toBe('conectando');
+    await act(async () => {
+      await vi.advanceTimersByTimeAsync(60_000);
+    });
+    expect(onAgentLost).toHaveBeenCalledTimes(1);
   });
 });

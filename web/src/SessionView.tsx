@@ -20,6 +20,7 @@ import { useAgentRequest } from './agentRequest';
 import { anchorTurn, placeCitations, type CitationView } from './citations';
 import { Conversation } from './Conversation';
 import { withModelLink } from './failures';
+import { HEARTBEAT_ATTRIBUTE, useAgentSilent } from './heartbeat';
 import { agentMode, displayAgentState, END_REASON_ATTRIBUTE, endReasonMessage, MODE_ATTRIBUTE, type AgentMode } from './labels';
 import { parseSpeechMessage, SPEECH_TOPIC } from './speech';
 import {
@@ -40,6 +41,8 @@ const NO_CITATIONS: readonly CitationView[] = [];
  * `reducedMotion`: the person asked for less motion; the audio visualiser is left out.
  * `citations`: the worker's checks of the articles the agent named, with the cards verified ones link to; the
  * transcript marks them next to the words (citations.ts).
+ * `onAgentLost`: the agent's sign of life stopped (its worker died) while LiveKit still lists it; the page
+ * treats it as gone, as when an agent leaves the room (heartbeat.ts).
  */
 export function SessionView({
   connected,
@@ -49,6 +52,7 @@ export function SessionView({
   newSources = 0,
   onShowNewSources,
   citations = NO_CITATIONS,
+  onAgentLost,
 }: {
   connected: boolean;
   token: string;
@@ -58,8 +62,17 @@ export function SessionView({
   newSources?: number;
   onShowNewSources?: () => void;
   citations?: readonly CitationView[];
+  onAgentLost?: () => void;
 }) {
-  const { state: rawState, agent, audioTrack, agentAttributes } = useVoiceAssistant();
+  const { state: listedState, agent: listedAgent, audioTrack, agentAttributes } = useVoiceAssistant();
+  // An agent whose sign of life stopped is shown and handled as one that left: no state of its own, no
+  // agent present, so the page asks for another and names this one (heartbeat.ts).
+  const silent = useAgentSilent(listedAgent?.identity, agentAttributes?.[HEARTBEAT_ATTRIBUTE]);
+  const agent = silent ? undefined : listedAgent;
+  const rawState = silent ? 'connecting' : listedState;
+  useEffect(() => {
+    if (silent) onAgentLost?.();
+  }, [silent, onAgentLost]);
   const mode = agentMode(agentAttributes?.[MODE_ATTRIBUTE]);
   useEffect(() => {
     if (mode) onMode?.(mode);
