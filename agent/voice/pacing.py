@@ -30,10 +30,10 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from livekit import rtc
 from livekit.agents import AgentSession
-from livekit.agents.voice.io import AudioOutput, AudioOutputCapabilities, TextOutput
+from livekit.agents.voice.io import AudioOutput, TextOutput
 
+from agent.voice.paced_outputs import PacedAudio, PacedText
 from agent.voice.paced_segment import PacedSegment, PacingOptions
 
 logger = logging.getLogger("lexvoz.pacing")
@@ -59,99 +59,6 @@ class _WallClock:
         return asyncio.get_running_loop().call_later(delay, callback)
 
 
-class _PacedAudio(AudioOutput):
-    def __init__(self, pacer: TranscriptPacer, next_in_chain: AudioOutput) -> None:
-        super().__init__(
-            label="LexvozPacer", capabilities=AudioOutputCapabilities(pause=True), next_in_chain=next_in_chain
-        )
-        self._pacer = pacer
-        # Segments whose playback_finished this wrapper passed on: with the framework's public count of the
-        # segments captured, what is still playing, without reading the base class's private counter.
-        self._finished = 0
-
-    @property
-    def sample_rate(self) -> int | None:
-        return self.next_in_chain.sample_rate if self.next_in_chain else self._sample_rate
-
-    async def capture_frame(self, frame: rtc.AudioFrame) -> None:
-        await super().capture_frame(frame)
-        self._pacer._on_frame(frame.duration)
-        if self.next_in_chain:
-            await self.next_in_chain.capture_frame(frame)
-
-    def flush(self) -> None:
-        super().flush()
-        if self.next_in_chain:
-            self.next_in_chain.flush()
-        self._pacer._on_audio_flush()
-
-    def clear_buffer(self) -> None:
-        self._pacer._on_clear()
-        if self.next_in_chain:
-            self.next_in_chain.clear_buffer()
-
-    def pause(self) -> None:
-        super().pause()
-        self._pacer._on_pause()
-
-    def resume(self) -> None:
-        super().resume()
-        self._pacer._on_resume()
-
-    def on_playback_started(self, *, created_at: float) -> None:
-        self._pacer._on_playback_started(created_at)
-        super().on_playback_started(created_at=created_at)
-
-    def on_playback_finished(
-        self, *, playback_position: float, interrupted: bool, synchronized_transcript: str | None = None
-    ) -> None:
-        if self.captured_playout_segments <= self._finished:  # a segment this wrapper never captured (before it)
-            return
-        self._finished += 1
-        said = self._pacer._on_playback_finished(playback_position, interrupted)
-        super().on_playback_finished(
-            playback_position=playback_position,
-            interrupted=interrupted,
-            synchronized_transcript=synchronized_transcript if said is None else said,
-        )
-
-    def on_attached(self) -> None:
-        super().on_attached()
-        self._pacer._set_attached(audio=True)
-
-    def on_detached(self) -> None:
-        super().on_detached()
-        self._pacer._set_attached(audio=False)
-
-
-class _PacedText(TextOutput):
-    def __init__(self, pacer: TranscriptPacer, next_in_chain: TextOutput | None) -> None:
-        super().__init__(label="LexvozPacer", next_in_chain=next_in_chain)
-        self._pacer = pacer
-
-    async def capture_text(self, text: str) -> None:
-        if not self._pacer._enabled:
-            if self.next_in_chain:
-                await self.next_in_chain.capture_text(text)
-            return
-        self._pacer._on_text(str(text))
-
-    def flush(self) -> None:
-        if not self._pacer._enabled:
-            if self.next_in_chain:
-                self.next_in_chain.flush()
-            return
-        self._pacer._on_text_flush()
-
-    def on_attached(self) -> None:
-        super().on_attached()
-        self._pacer._set_attached(text=True)
-
-    def on_detached(self) -> None:
-        super().on_detached()
-        self._pacer._set_attached(text=False)
-
-
 class TranscriptPacer:
     """Paces the agent's transcript by the audio played, in front of livekit-agents' audio and text outputs.
 
@@ -164,8 +71,8 @@ class TranscriptPacer:
         self.options = options or PacingOptions()
         self._clock: PacingClock = clock or _WallClock()
         self._segments: deque[PacedSegment] = deque()
-        self._audio: _PacedAudio | None = None
-        self._text: _PacedText | None = None
+        self._audio: PacedAudio | None = None
+        self._text: PacedText | None = None
         self._next_text: TextOutput | None = None
         self._session: AgentSession[Any] | None = None
         self._audio_attached = self._text_attached = True
@@ -180,8 +87,8 @@ class TranscriptPacer:
         if self._audio is not None:
             raise RuntimeError("this pacer already wraps a pair of outputs")
         self._next_text = text
-        self._audio = _PacedAudio(self, audio)
-        self._text = _PacedText(self, text)
+        self._audio = PacedAudio(self, audio)
+        self._text = PacedText(self, text)
         return self._audio, self._text
 
     @property
