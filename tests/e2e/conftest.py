@@ -33,6 +33,8 @@ import pytest
 
 from agent.devstack import livekit_server
 from agent.devstack.stack import Stack, StackOptions
+from agent.settings import Settings
+from agent.web.dispatch import LiveKitRooms
 from panama_law.index import disk as law_index
 from tests import constitution
 from tests.ports import free_port
@@ -220,3 +222,15 @@ def pytest_runtest_makereport(
         if running is not None:
             report.sections.append(("lexvoz stack logs", running.log_tails()))
     return report
+
+
+def livekit_rooms(stack: E2EStack) -> LiveKitRooms:
+    """The page service's view of livekit-server's rooms, pointed at this stack (to check what a room holds)."""
+    opts = stack.stack.opts
+    settings = Settings(  # type: ignore[call-arg]
+        _env_file=None,
+        LIVEKIT_URL=stack.stack.livekit_url,
+        LIVEKIT_API_KEY=opts.api_key,
+        LIVEKIT_API_SECRET=opts.api_secret,
+    )
+    return LiveKitRooms(settings)

@@ -22,10 +22,9 @@ import aiohttp
 import pytest
 from livekit import api, rtc
 
-from agent.settings import Settings
 from agent.voice.heartbeat import HEARTBEAT_ATTRIBUTE, HEARTBEAT_LOST_S
 from agent.web.dispatch import LiveKitRooms
-from tests.e2e.conftest import E2EStack, running_stack
+from tests.e2e.conftest import E2EStack, livekit_rooms, running_stack
 from tests.person import Person
 
 pytestmark = pytest.mark.e2e
@@ -36,17 +35,6 @@ PING_TIMEOUT_S = 15.0  # livekit-server's PingTimeoutSeconds: when it would drop
 @pytest.fixture(scope="module")
 def e2e_stack(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[E2EStack]:
     yield from running_stack(request, tmp_path_factory, worker_env={"LEXVOZ_MAX_JOBS": "2"})
-
-
-def _rooms(stack: E2EStack) -> LiveKitRooms:
-    opts = stack.stack.opts
-    settings = Settings(  # type: ignore[call-arg]
-        _env_file=None,
-        LIVEKIT_URL=stack.stack.livekit_url,
-        LIVEKIT_API_KEY=opts.api_key,
-        LIVEKIT_API_SECRET=opts.api_secret,
-    )
-    return LiveKitRooms(settings)
 
 
 def _job_pid(stack: E2EStack, room: str) -> int:
@@ -71,7 +59,7 @@ async def _listed(rooms: LiveKitRooms, room: str, identity: str) -> bool:
 
 
 async def test_a_killed_job_process_agent_is_replaced_before_livekit_server_would_drop_it(e2e_stack: E2EStack) -> None:
-    rooms = _rooms(e2e_stack)
+    rooms = livekit_rooms(e2e_stack)
     arrivals: dict[str, float] = {}  # agent identity -> when its latest sign of life arrived (our clock)
 
     def on_attributes(changed: dict[str, str], participant: rtc.Participant) -> None:

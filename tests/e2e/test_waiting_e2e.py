@@ -17,9 +17,8 @@ import aiohttp
 import pytest
 from livekit import api
 
-from agent.settings import Settings
 from agent.web.dispatch import OFFER_ANSWER_S, LiveKitRooms
-from tests.e2e.conftest import E2EStack, running_stack
+from tests.e2e.conftest import E2EStack, livekit_rooms, running_stack
 from tests.person import Person
 
 pytestmark = pytest.mark.e2e
@@ -40,17 +39,6 @@ async def _ask_for_agent(http: aiohttp.ClientSession, stack: E2EStack, person: P
         return resp.status, await resp.json()
 
 
-def _rooms(stack: E2EStack) -> LiveKitRooms:
-    opts = stack.stack.opts
-    settings = Settings(  # type: ignore[call-arg]
-        _env_file=None,
-        LIVEKIT_URL=stack.stack.livekit_url,
-        LIVEKIT_API_KEY=opts.api_key,
-        LIVEKIT_API_SECRET=opts.api_secret,
-    )
-    return LiveKitRooms(settings)
-
-
 async def _agents_in(rooms: LiveKitRooms, room: str) -> int:
     lk = rooms._lk()
     listed = await lk.room.list_participants(api.ListParticipantsRequest(room=room))
@@ -58,7 +46,7 @@ async def _agents_in(rooms: LiveKitRooms, room: str) -> int:
 
 
 async def test_a_person_who_arrives_when_the_worker_is_full_is_served_once_a_slot_frees(e2e_stack: E2EStack) -> None:
-    rooms = _rooms(e2e_stack)
+    rooms = livekit_rooms(e2e_stack)
     people: list[Person] = []
     async with aiohttp.ClientSession() as http:
         try:
@@ -108,7 +96,7 @@ async def test_a_person_who_arrives_when_the_worker_is_full_is_served_once_a_slo
 
 async def test_a_fresh_room_counts_its_first_offer_as_still_out(e2e_stack: E2EStack) -> None:
     """Right after joining, before any worker answered, the room must not get a second offer."""
-    rooms = _rooms(e2e_stack)
+    rooms = livekit_rooms(e2e_stack)
     async with aiohttp.ClientSession() as http:
         person = await Person.from_page_service(e2e_stack.stack.web_url, http)
         try:
@@ -132,7 +120,7 @@ async def test_a_room_made_while_no_worker_is_registered_is_served_once_one_is(e
     and those rooms' dispatches go to no worker. Once a worker is registered, the page's next request replaces
     the dead dispatch at once (no waiting out livekit-server's 10 s offer window), and the room gets one agent."""
     stack = e2e_stack.stack
-    rooms = _rooms(e2e_stack)
+    rooms = livekit_rooms(e2e_stack)
     person: Person | None = None
     async with aiohttp.ClientSession() as http:
         try:
