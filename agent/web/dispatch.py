@@ -235,7 +235,7 @@ def offer_pending(dispatch: api.AgentDispatch, now: float) -> bool:
 def offer_unanswered(dispatch: api.AgentDispatch, now: float) -> bool:
     """No worker took this dispatch within OFFER_ANSWER_S: none was registered, or every one refused. It will
     never bring an agent (livekit-server offers a dispatch once), so the next dispatch replaces it."""
-    return not dispatch.state.jobs and now - dispatch.state.created_at / 1e9 >= OFFER_ANSWER_S
+    return not dispatch.state.jobs and not offer_pending(dispatch, now)
 
 
 class AgentRequests:

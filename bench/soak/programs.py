@@ -128,7 +128,7 @@ class Programs:
                 start_new_session=True,
             )
         self.workers[name] = proc
-        _wait_for_registered(log, offset, proc, timeout=120)
+        wait_for_text(log, "registered worker", proc, timeout=120, offset=offset)  # this run's, not the last
 
     def kill_worker(self, name: str) -> None:
         """SIGKILL the worker's whole process group: a crashed host, its conversations gone with it."""
@@ -200,8 +200,3 @@ class Programs:
                 watched.samples.append(Sample(now, pid, proc.memory_info().rss / 2**20, proc.num_fds()))
             except (psutil.NoSuchProcess, psutil.AccessDenied):
                 continue
-
-
-def _wait_for_registered(log: Path, offset: int, proc: subprocess.Popen[bytes], *, timeout: float) -> None:
-    """The worker registered since `offset` in its (appended) log."""
-    wait_for_text(log, "registered worker", proc, timeout=timeout, offset=offset)
