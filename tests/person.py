@@ -28,6 +28,8 @@ import aiohttp
 import numpy as np
 from livekit import rtc
 
+from agent.voice.heartbeat import HEARTBEAT_ATTRIBUTE, HEARTBEAT_LOST_S
+
 T = TypeVar("T")
 
 RESEARCH_TOPIC = "lexvoz.research"
@@ -45,6 +47,9 @@ SAMPLE_RATE = 48_000
 FRAME_MS = 100
 SAMPLES_PER_FRAME = SAMPLE_RATE * FRAME_MS // 1000
 TERMINAL = frozenset({"completed", "failed", "discarded"})
+# What the page does while no agent is in the room (web/src/agentRequest.ts, AGENT_REQUEST_AFTER_MS): its first
+# `POST /api/agent` comes this long after the waiting began.
+AGENT_REQUEST_AFTER_S = 3.5
 
 
 def tone_frames(seconds: float = 1.0, level: float = 0.3) -> list[rtc.AudioFrame]:
@@ -143,6 +148,8 @@ class Person:
     mic_subscribed: bool = False
     lexvoz: bool = True  # False: the agent is the bare baseline (no Lexvoz attributes, no evidence)
     agent_states: list[tuple[float, str]] = field(default_factory=list)  # (monotonic, lk.agent.state) as changed
+    heartbeat_at: float | None = None  # when the agent's latest new sign of life arrived (monotonic); None: none yet
+    _silence_timer: asyncio.TimerHandle | None = None
     _signal: asyncio.Event = field(default_factory=asyncio.Event)
     _readers: set[asyncio.Task[None]] = field(default_factory=set)
 
@@ -168,20 +175,31 @@ class Person:
     def name(self) -> str:
         return self.session["room"]
 
+    @property
+    def agent_silent(self) -> bool:
+        """The page's rule (web/src/heartbeat.ts): the agent sent a sign of life, and no new one has arrived for
+        HEARTBEAT_LOST_S (its worker died; livekit-server still lists it until its ping timeout)."""
+        return self.heartbeat_at is not None and time.monotonic() - self.heartbeat_at >= HEARTBEAT_LOST_S
+
+    @property
+    def agent_lost(self) -> bool:
+        """The agent left the room, or fell silent: either way the page asks for another."""
+        return self.agent_left or self.agent_silent
+
     async def wait_for_agent(self, web_url: str, http: aiohttp.ClientSession, within: float) -> int:
-        """What the page does while no agent has joined: after 5 s, ask the page service for one
-        (`POST /api/agent`, proven by this room's token) every time it says to, until one joins.
+        """What the page does while no agent has joined: after AGENT_REQUEST_AFTER_S, ask the page service for
+        one (`POST /api/agent`, proven by this room's token) every time it says to, until one joins.
         Returns how many times it asked."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + within
-        pause = 5.0
+        pause = AGENT_REQUEST_AFTER_S
         asked = 0
         while True:
             remaining = deadline - loop.time()
             if remaining <= 0:
                 raise TimeoutError(f"room {self.name}: no agent within {within:.0f} s")
             with contextlib.suppress(TimeoutError):
-                await self.wait_for(lambda: self.agent_identity and not self.agent_left, "agent", min(pause, remaining))
+                await self.wait_for(lambda: self.agent_identity and not self.agent_lost, "agent", min(pause, remaining))
                 return asked
             headers = {"Authorization": f"Bearer {self.session['token']}"}
             url = f"{web_url.rstrip('/')}/api/agent"
@@ -205,6 +223,8 @@ class Person:
         await self.room.disconnect()
         for task in list(self._readers):
             task.cancel()
+        if self._silence_timer is not None:
+            self._silence_timer.cancel()
 
     # -- what arrives ---------------------------------------------------------------------------
 
@@ -219,14 +239,27 @@ class Person:
                 # is said is not heard: words spoken within a second of its joining never reach the model. The
                 # page's person waits for this agent's greeting as for the first one.
                 self.greeted = False
+                self.heartbeat_at = None
             self.agent_identity = participant.identity
             self.agent_left = False
+            if HEARTBEAT_ATTRIBUTE in participant.attributes and self.heartbeat_at is None:
+                self._heartbeat_arrived()
         self._poke()
+
+    def _heartbeat_arrived(self) -> None:
+        """A new sign of life: the agent counts as lost HEARTBEAT_LOST_S from now unless another arrives. The
+        timer wakes every wait then, as the page's timer re-renders it (a silent agent sends no event)."""
+        self.heartbeat_at = time.monotonic()
+        if self._silence_timer is not None:
+            self._silence_timer.cancel()
+        self._silence_timer = asyncio.get_running_loop().call_later(HEARTBEAT_LOST_S + 0.05, self._poke)
 
     def _on_attributes(self, changed: dict[str, str], participant: rtc.Participant) -> None:
         state = changed.get(AGENT_STATE_ATTRIBUTE)
         if state is not None and participant.identity == self.agent_identity:
             self.agent_states.append((time.monotonic(), state))
+        if HEARTBEAT_ATTRIBUTE in changed and participant.identity == self.agent_identity:
+            self._heartbeat_arrived()
         self._poke()
 
     def _on_left(self, participant: rtc.RemoteParticipant) -> None:
@@ -290,7 +323,7 @@ class Person:
 
     def listening(self) -> bool:
         """The agent has joined, greeted to the end, subscribed to our microphone, and listens."""
-        if self.agent_identity is None or self.agent_left or not self.mic_subscribed or not self.greeted:
+        if self.agent_identity is None or self.agent_lost or not self.mic_subscribed or not self.greeted:
             return False
         agent = self.room.remote_participants.get(self.agent_identity)
         return agent is not None and agent.attributes.get(AGENT_STATE_ATTRIBUTE) == "listening"
@@ -300,7 +333,7 @@ class Person:
 
         From here on what the person says is heard, during the greeting too (speaking over it interrupts).
         """
-        if self.agent_identity is None or self.agent_left or not self.mic_subscribed:
+        if self.agent_identity is None or self.agent_lost or not self.mic_subscribed:
             return False
         agent = self.room.remote_participants.get(self.agent_identity)
         if agent is None:

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 from collections.abc import AsyncIterator, Callable
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import jwt
@@ -23,6 +25,7 @@ from agent.web.dispatch import (
     AGENTS_KEY,
     HEARTBEAT_ATTRIBUTE,
     HEARTBEAT_LOST_S,
+    OFFER_ANSWER_S,
     AgentRequests,
     LiveKitRooms,
     RoomView,
@@ -34,6 +37,7 @@ from agent.web.dispatch import (
 )
 from agent.web.session import RequestError
 from agent.web.tokens import mint_token, new_identity, new_room_name
+from tests.person import AGENT_REQUEST_AFTER_S
 from tests.web_app import API_KEY, API_SECRET, make_settings
 
 SETTINGS = make_settings(LEXVOZ_AGENT_RETRY_S=5, LEXVOZ_MAX_CONVERSATION_S=600)
@@ -539,3 +543,14 @@ async def test_livekit_rooms_sees_through_a_silent_agent_and_removes_it_through_
 
     fresh = await rooms.view("lexvoz-x", "lexvoz-user-1", "lexvoz-test", None)
     assert fresh is not None and fresh.agent_present and fresh.silent_agent is None  # not named: not judged
+
+
+def test_the_pages_first_request_comes_just_after_an_unanswered_offer_is_replaced() -> None:
+    """The page asks first once the service would replace an offer nobody took (a sooner request changes nothing,
+    a later one leaves the person waiting longer after a livekit-server restart); the soak's person follows it."""
+    page = Path("web/src/agentRequest.ts").read_text(encoding="utf-8")
+    after = re.search(r"export const AGENT_REQUEST_AFTER_MS = ([\d_]+);", page)
+    assert after
+    first_s = int(after.group(1).replace("_", "")) / 1000
+    assert OFFER_ANSWER_S < first_s <= OFFER_ANSWER_S + 1
+    assert AGENT_REQUEST_AFTER_S == first_s

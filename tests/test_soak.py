@@ -11,8 +11,10 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import random
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import aiohttp
@@ -20,8 +22,10 @@ import pytest
 
 from bench.soak.faults import KINDS, Fault, schedule
 from bench.soak.figures import told_or_recovered
-from bench.soak.people import Question, Visit, Wait
+from bench.soak.people import Page, PeopleOptions, Question, Visit, Wait
+from tests import person as person_module
 from tests.e2e.conftest import require_livekit_server
+from tests.person import HEARTBEAT_ATTRIBUTE, Person
 from tests.postgres_server import why_unavailable as postgres_unavailable
 from tests.standin_helpers import REPO_ROOT, RealtimeStandIn
 
@@ -87,6 +91,41 @@ def test_a_conversation_left_waiting_in_silence_is_not_told() -> None:
     assert not told_or_recovered(unexplained, fault, stuck_after_s=30)
     unexplained.told.append((22.0, "session_ended"))
     assert told_or_recovered(unexplained, fault, stuck_after_s=30)
+
+
+class _Agent:
+    """What the room callbacks read of a remote participant."""
+
+    def __init__(self, identity: str) -> None:
+        self.identity = identity
+        self.attributes: dict[str, str] = {}
+
+
+async def test_the_soaks_person_judges_a_silent_agent_lost_as_the_page_does(
+    monkeypatch: pytest.MonkeyPatch, http: aiohttp.ClientSession
+) -> None:
+    """A worker SIGKILLed leaves its agent listed for 15-20 s; the page treats it as lost once no new sign of life
+    has arrived for the limit (web/src/heartbeat.ts), asks for another naming it, and so must the soak's person,
+    or the soak counts a stuck page the product does not have."""
+    monkeypatch.setattr(person_module, "HEARTBEAT_LOST_S", 0.3)
+    person = Person({"url": "", "token": "t", "room": "lexvoz-r", "identity": "lexvoz-u"})
+    agent = _Agent("agent-1")
+    person.agent_identity = agent.identity
+    assert not person.agent_lost  # an agent that never sent a sign of life is never judged by it
+    person._on_attributes({HEARTBEAT_ATTRIBUTE: "1"}, agent)  # type: ignore[arg-type]
+    assert not person.agent_lost
+    # No room event comes from a dead agent: the wait must wake on the page's own timer, not at its bound.
+    began = time.monotonic()
+    assert await person.wait_for(lambda: person.agent_lost, "silence", 30)
+    assert time.monotonic() - began < 10
+    person._on_attributes({HEARTBEAT_ATTRIBUTE: "2"}, agent)  # type: ignore[arg-type]  # a late refresh
+    assert not person.agent_lost
+
+    page = Page(0, PeopleOptions(web_url="http://127.0.0.1:1"), http, random.Random(1))
+    page.person = person
+    assert await page.wait("agent listening", lambda: False, within=30) == "agent_left"
+    assert len(page.visit.agent_left_at) == 1  # the searches it started count as cut, not lost
+    await person.aclose()
 
 
 @pytest.mark.soak

@@ -22,7 +22,7 @@ import aiohttp
 from livekit import rtc
 
 from bench.load import TYPED_QUESTIONS
-from tests.person import AGENT_STATE_ATTRIBUTE, CHAT_TOPIC, TERMINAL, Person
+from tests.person import AGENT_REQUEST_AFTER_S, AGENT_STATE_ATTRIBUTE, CHAT_TOPIC, TERMINAL, Person
 
 FAILURE_ATTRIBUTE = "lexvoz.failure"
 
@@ -94,6 +94,7 @@ class Page:
         self.visit = Visit(index=index, opened_at=time.monotonic())
         self.person: Person | None = None
         self.disconnected = False
+        self._silent_noted: set[str] = set()  # agents the page judged lost by their silence
 
     # -- what the page would say ----------------------------------------------------------------
 
@@ -135,8 +136,6 @@ class Page:
         since = time.monotonic()
         result: dict[str, str] = {}
 
-        person = self.person
-
         def done() -> bool:
             if check():
                 result["by"] = "ok"
@@ -145,7 +144,7 @@ class Page:
             if said is not None:
                 result["by"] = said
                 return True
-            if person.agent_left:  # the page starts waiting for an agent again (`agent_ready`)
+            if self._agent_lost():  # the page starts waiting for an agent again (`agent_ready`)
                 result["by"] = "agent_left"
                 return True
             return False
@@ -188,16 +187,33 @@ class Page:
 
     def _on_left(self, participant: rtc.RemoteParticipant) -> None:
         person = self.person
-        if person is not None and participant.identity == person.agent_identity:
+        if (
+            person is not None
+            and participant.identity == person.agent_identity
+            and participant.identity not in self._silent_noted
+        ):
             # the microphone stays marked subscribed: livekit reports only a track's first subscription, and the
             # page, like a person, goes by the new agent's state ("listening"), not by who subscribed
             self.visit.agent_left_at.append(time.monotonic())
+
+    def _agent_lost(self) -> bool:
+        """The page's rule: the agent left, or no new sign of life arrived for 10 s (its worker died, and
+        livekit-server lists it until its ping timeout). A silent agent counts as gone from the moment it is
+        judged so, as on the page."""
+        person = self.person
+        if person is None or not person.agent_identity:
+            return False
+        if person.agent_silent and person.agent_identity not in self._silent_noted:
+            self._silent_noted.add(person.agent_identity)
+            if not person.agent_left:
+                self.visit.agent_left_at.append(time.monotonic())
+        return person.agent_lost
 
     async def agent_ready(self) -> str:
         """Until an agent hears us and listens: the page asks again for one while none is in the room."""
         person = self.person
         assert person is not None
-        if not person.agent_identity or person.agent_left:
+        if not person.agent_identity or self._agent_lost():
             started = time.monotonic()
             try:
                 await self.wait_for_agent(self.opts.stuck_after_s)
@@ -215,25 +231,26 @@ class Page:
 
     async def wait_for_agent(self, within: float) -> None:
         """What the page does while no agent is in the room (docs/protocol.md, waiting for a free agent): after
-        5 s, `POST /api/agent` at the pace the service names, naming the agent it saw leave, if any."""
+        AGENT_REQUEST_AFTER_S, `POST /api/agent` at the pace the service names, naming the agent it saw leave
+        or fall silent, if any."""
         person = self.person
         assert person is not None
         loop = asyncio.get_running_loop()
         deadline = loop.time() + within
-        pause = 5.0
+        pause = AGENT_REQUEST_AFTER_S
         while True:
             remaining = deadline - loop.time()
             if remaining <= 0:
                 raise TimeoutError(f"room {person.name}: no agent within {within:.0f} s")
             with contextlib.suppress(TimeoutError):
                 await person.wait_for(
-                    lambda: person.agent_identity and not person.agent_left, "agent", min(pause, remaining)
+                    lambda: person.agent_identity and not self._agent_lost(), "agent", min(pause, remaining)
                 )
                 return
             if self.message() is not None:
                 raise RuntimeError("the page said the session is over")
             headers = {"Authorization": f"Bearer {person.session['token']}"}
-            left = person.agent_identity if person.agent_left else None
+            left = person.agent_identity if self._agent_lost() else None
             url = f"{self.opts.web_url.rstrip('/')}/api/agent"
             try:
                 async with self.http.post(

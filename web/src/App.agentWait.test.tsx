@@ -133,10 +133,10 @@ afterEach(() => {
 });
 
 describe('App: no agent has joined yet', () => {
-  it('asks for one with the session token after 5 s and says, as a status, that it is waiting', async () => {
+  it('asks for one with the session token after 3.5 s and says, as a status, that it is waiting', async () => {
     await startAndConnect();
     expect(acquireMicrophone).toHaveBeenCalled();
-    await advance(4_999);
+    await advance(3_499);
     expect(agentCalls()).toHaveLength(0);
     expect(screen.queryByTestId('agent-waiting')).toBeNull();
 

@@ -144,8 +144,8 @@ describe('retryDelayMs and the notices', () => {
 });
 
 describe('useAgentRequest', () => {
-  it('waits 5 s, then sends exactly one request with the session token', async () => {
-    expect(AGENT_REQUEST_AFTER_MS).toBe(5_000);
+  it('waits 3.5 s, then sends exactly one request with the session token', async () => {
+    expect(AGENT_REQUEST_AFTER_MS).toBe(3_500);
     const fetchImpl = fakeFetch();
     const { result } = mount(fetchImpl);
     await advance(AGENT_REQUEST_AFTER_MS - 1);
@@ -356,9 +356,9 @@ describe('useAgentRequest', () => {
     const { result } = mount(fetchImpl);
     await advance(AGENT_WAIT_LIMIT_MS - 1);
     expect(result.current).toBe('waiting');
-    // 5 s, then every 5 s: the one due at exactly 10 min is not sent.
+    // At 3.5 s, then every 5 s until the limit: none is sent at or after 10 min.
     const sent = fetchImpl.mock.calls.length;
-    expect(sent).toBe((AGENT_WAIT_LIMIT_MS - AGENT_REQUEST_AFTER_MS) / 5_000);
+    expect(sent).toBe(Math.floor((AGENT_WAIT_LIMIT_MS - 1 - AGENT_REQUEST_AFTER_MS) / 5_000) + 1);
     await advance(1);
     expect(result.current).toBe('unavailable');
     await advance(AGENT_WAIT_LIMIT_MS);

@@ -10,8 +10,13 @@
  */
 import { useEffect, useRef, useState } from 'react';
 
-/** Wait this long before the first request: a normal join takes 1-3 s. */
-export const AGENT_REQUEST_AFTER_MS = 5_000;
+/**
+ * Wait this long before the first request: just past the page service's OFFER_ANSWER_S (3 s), after which it
+ * replaces an offer no worker took (none was registered: a worker reconnecting after a livekit-server restart).
+ * Asking sooner cannot change anything; a normal join (1-3 s) is over by then, and a request that finds the
+ * agent joining or present makes no new dispatch.
+ */
+export const AGENT_REQUEST_AFTER_MS = 3_500;
 /** Stop asking this long after the waiting began, and say no agent is available. */
 export const AGENT_WAIT_LIMIT_MS = 10 * 60_000;
 /** A request that has not answered in this long is abandoned and counts as a network failure. */
