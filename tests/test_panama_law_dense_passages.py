@@ -22,6 +22,12 @@ def _unit_rows(rng: np.random.Generator, n: int) -> np.ndarray:
     return out
 
 
+def _same_cosines(actual: np.ndarray, desired: np.ndarray) -> None:
+    """The same cosines as the full product, to float32 rounding: a product over a subset of rows may sum in another
+    order than the whole matrix's (numpy 2.4's kernels differ in the last bit), and no ranking reads that bit."""
+    np.testing.assert_allclose(actual, desired, rtol=0, atol=1e-6)
+
+
 def test_only_the_probe_and_the_asked_articles_are_scored_beyond_the_always_scored_ones() -> None:
     """Six articles of two passages each; the first two are always scored. A probe of one takes the article closest
     by article embedding and the one holding the best passage by BM25; `fill` adds the article asked for; every
@@ -35,7 +41,7 @@ def test_only_the_probe_and_the_asked_articles_are_scored_beyond_the_always_scor
     dense = DensePassages(vectors, passage_article, np.array([True, True, False, False, False, False]))
 
     scores = dense.scores(qvec)
-    np.testing.assert_array_equal(scores[:4], full[:4])
+    _same_cosines(scores[:4], full[:4])
     assert (scores[4:] == UNSCORED).all()
 
     article_dense = np.array([0.9, 0.9, 0.1, 0.8, 0.2, 0.3], dtype=np.float32)  # article 3 closest of the pool
@@ -44,15 +50,15 @@ def test_only_the_probe_and_the_asked_articles_are_scored_beyond_the_always_scor
     dense.probe(scores, article_dense, passage_lex, 1, qvec)
     computed = scores != UNSCORED
     assert computed.tolist() == [True] * 4 + [False] * 2 + [True] * 4 + [False] * 2
-    np.testing.assert_array_equal(scores[computed], full[computed])
+    _same_cosines(scores[computed], full[computed])
 
     dense.fill(scores, [5], qvec)
-    np.testing.assert_array_equal(scores[10:], full[10:])
+    _same_cosines(scores[10:], full[10:])
     assert (scores[4:6] == UNSCORED).all()
 
     whole = dense.scores(qvec)
     dense.probe(whole, article_dense, np.zeros(12, dtype=np.float32), 4, qvec)
-    np.testing.assert_array_equal(whole, full)
+    _same_cosines(whole, full)
 
 
 def test_a_norm_without_glosses_gets_the_excerpts_and_ranks_of_scoring_every_passage(
