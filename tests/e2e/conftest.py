@@ -122,10 +122,12 @@ def livekit_port(start: int = 17_890) -> int:
 
 
 def _index_cache_key() -> str:
-    """Source bytes plus the search package's code and data (the glosses): a change to any means a fresh build."""
+    """Source bytes plus the search package's code, in every stage, and data (the glosses): a change to any means a
+    fresh build."""
     digest = hashlib.sha256(constitution.require().read_bytes())
-    for path in sorted([*(REPO_ROOT / "panama_law").glob("*.py"), *(REPO_ROOT / "panama_law" / "data").glob("*")]):
-        digest.update(path.name.encode())
+    package = REPO_ROOT / "panama_law"
+    for path in sorted([*package.rglob("*.py"), *(package / "data").glob("*")]):
+        digest.update(str(path.relative_to(package)).encode())
         digest.update(path.read_bytes())
     return digest.hexdigest()[:16]
 
