@@ -59,7 +59,7 @@ from .browser import (
     tracebacks,
     write_wav,
 )
-from .conftest import livekit_port, log_tails
+from .conftest import _save_index, _seed_index, livekit_port, log_tails
 
 pytestmark = pytest.mark.e2e
 
@@ -72,9 +72,11 @@ PAYLOAD = '<img src=x onerror="window.__xss=1">'
 
 
 @pytest.fixture(scope="module")
-def browser_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrowserStack]:
+def browser_stack(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrowserStack]:
     require_browser_tools()
     base = tmp_path_factory.mktemp("lexvoz-browser")
+    (base / "data").mkdir()
+    save_to = _seed_index(request.config, base / "data")  # the e2e modules' built index, when one is cached
     lk_port = livekit_port(18_880)
     search_port, web_port, standin_port = free_ports(3, avoid={lk_port, lk_port + 1})
     options = StackOptions(
@@ -83,7 +85,7 @@ def browser_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrowserS
         web_port=web_port,
         standin_port=standin_port,
         rehearsal=True,
-        source=constitution.require(),  # the search server builds its index from it on first start
+        source=constitution.require(),  # the search server builds its index from it when none was cached
         data_dir=base / "data",
         log_dir=base / "log" / "stack",
         ledger_path=base / "ledger.sqlite3",
@@ -100,6 +102,8 @@ def browser_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrowserS
         stack.start()
     except Exception as exc:  # Stack.start has already stopped what it started
         pytest.fail(f"the Lexvoz stack did not start: {exc}\n{log_tails(base / 'log', LOG_TAIL_LINES)}", pytrace=False)
+    if save_to is not None:
+        _save_index(base / "data", save_to)
     ARTIFACTS.mkdir(exist_ok=True)
     running = BrowserStack(
         stack=stack,
