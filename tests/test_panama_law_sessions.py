@@ -23,7 +23,7 @@ import uvicorn
 from agent.devstack.livekit_server import wait_http
 from agent.mcp.gateway import GatewayOptions, McpGateway
 from panama_law.serve.server import ServerState, SessionLimits, build_app
-from panama_law.serve.sessions import client_of
+from panama_law.serve.sessions import SessionBounds, client_of
 
 TOKEN = "token-de-prueba-sesiones"
 INITIALIZE = {
@@ -202,7 +202,8 @@ def test_an_ipv6_host_is_one_client_per_64_block(peer: str, client: str) -> None
 
 
 async def test_the_gateway_recovers_when_its_session_is_expired(serve: Any, gateway_factory: Any) -> None:
-    running = await serve(SessionLimits(per_client=4, total=12, idle_s=0.5))
+    # 2 s: the gateway's connect is several requests, and a loaded host can leave half a second between two
+    running = await serve(SessionLimits(per_client=4, total=12, idle_s=2.0))
     gw = gateway_factory(running.url)
     await gw.search({"query": "idioma oficial"})
     assert gw.connects == 1
@@ -228,6 +229,67 @@ async def test_the_gateway_recovers_when_its_session_is_expired(serve: Any, gate
 
     assert (await gw.search({"query": "idioma oficial"})).sources == []
     assert gw.connects == 2  # it noticed the expired session and opened a new one
+
+
+class _SlowCallApp:
+    """An MCP endpoint double: `initialize` opens session s<n>; a call holds until released; DELETE is recorded."""
+
+    def __init__(self) -> None:
+        self.opened = 0
+        self.deleted: list[str] = []
+        self.release = asyncio.Event()
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        session = dict(scope["headers"]).get(b"mcp-session-id")
+        headers: list[tuple[bytes, bytes]] = []
+        if scope["method"] == "DELETE":
+            self.deleted.append(session.decode())
+        elif session is None:
+            self.opened += 1
+            headers.append((b"mcp-session-id", f"s{self.opened}".encode()))
+        else:
+            await self.release.wait()
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": b"{}"})
+
+
+def _request(method: str, peer: str, session: str | None = None) -> dict[str, Any]:
+    headers = [(b"host", b"127.0.0.1")] + ([(b"mcp-session-id", session.encode())] if session else [])
+    return {"type": "http", "method": method, "headers": headers, "client": (peer, 5000), "path": "/mcp"}
+
+
+async def _ask(bounds: SessionBounds, scope: dict[str, Any]) -> None:
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(_message: Any) -> None:
+        return None
+
+    await bounds(scope, receive, send)
+
+
+async def test_a_session_with_a_call_in_flight_is_not_closed_as_idle() -> None:
+    """A search slower than the idle period (or a busy host between a client's requests) must not have its
+    session closed under it: the client would get a 500 for a call the server was still answering."""
+    now = [0.0]
+    app = _SlowCallApp()
+    bounds = SessionBounds(app, per_client=4, total=8, idle_s=1.0, clock=lambda: now[0])
+    await _ask(bounds, _request("POST", "192.0.2.1"))  # opens s1
+    call = asyncio.create_task(_ask(bounds, _request("POST", "192.0.2.1", "s1")))
+    await asyncio.sleep(0)
+    stream = asyncio.create_task(_ask(bounds, _request("GET", "192.0.2.1", "s1")))  # an open event stream
+    await asyncio.sleep(0)
+
+    now[0] = 30.0  # far past the idle period, the call still running
+    try:
+        await _ask(bounds, _request("POST", "192.0.2.2"))  # any request sweeps idle sessions
+        assert app.deleted == [] and bounds.sessions_of("192.0.2.1") == 1
+    finally:
+        app.release.set()
+        await asyncio.gather(call, stream)
+    now[0] = 60.0  # idle now: nothing in flight since t=30
+    await _ask(bounds, _request("POST", "192.0.2.3"))
+    assert sorted(app.deleted) == ["s1", "s2"]  # the event stream alone does not keep a session alive
 
 
 def test_session_limits_are_settings_with_sane_defaults(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -10,7 +10,8 @@ gateway out for that long. This ASGI middleware sits in front of the manager and
 - the whole server holds at most `total`;
 - a session with no request for `idle_s` seconds is closed (by `run_expiry`, a background sweep, and on
   every request). The SDK's own idle timer never fires for a client that keeps its event stream (GET)
-  open, so the bound counts requests, not open streams.
+  open, so the bound counts requests, not open streams. A session with a request in flight (other than
+  that stream) is never idle: closing it would fail the call the client is waiting for.
 
 A client at its own bound makes room by closing its own least recently used session. When the whole table
 is full, room is taken only from the client(s) holding the most sessions, and only while they hold at least
@@ -52,6 +53,7 @@ class _Session:
     client: str
     last_used: float
     headers: list[tuple[bytes, bytes]]
+    in_flight: int = 0  # requests being answered, the event stream (GET) apart
 
 
 class SessionBounds:
@@ -111,11 +113,17 @@ class SessionBounds:
             await self._open(client, scope, receive, send)
             return
         known = self._sessions.get(session_id)
+        counted = known is not None and scope.get("method") != "GET"
         if known is not None:
             known.last_used = self._clock()
             known.headers = _kept(scope)
+            known.in_flight += int(counted)
             self._sessions.move_to_end(session_id)
-        status = await _forward(self.app, scope, receive, send)
+        try:
+            status = await _forward(self.app, scope, receive, send)
+        finally:
+            if known is not None:
+                known.in_flight -= int(counted)
         if known is not None and session_id in self._sessions:
             known.last_used = self._clock()
         ended = scope.get("method") == "DELETE" and status is not None and status < 400
@@ -195,10 +203,11 @@ class SessionBounds:
 
     async def _expire_idle(self) -> None:
         now = self._clock()
-        while self._sessions:
-            session_id, session = next(iter(self._sessions.items()))
+        for session_id, session in list(self._sessions.items()):  # least recently used first
             if now - session.last_used < self.idle_s:
                 break
+            if session.in_flight or session_id not in self._sessions:
+                continue
             self.closed_idle += 1
             await self._close(session_id, "idle")
 
