@@ -8,13 +8,13 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 WEB_STAMP := web/node_modules/.installed
 INTEROP_STAMP := tests/interop/node_modules/.installed
-.PHONY: help venv web web-deps interop-deps livekit-server browser postgres redis nginx run test test-fast test-python test-multinode test-soak test-web evals lint format bench clean
+.PHONY: help venv web web-deps interop-deps livekit-server toxiproxy browser postgres redis nginx run test test-fast test-python test-multinode test-soak test-web evals lint format bench clean
 
 help:
 	@echo "make run        start livekit-server, the search server, the page service and the worker"
 	@echo "make test       the whole test suite (installs what it needs)"
 	@echo "make test-fast  the suite without the end-to-end, two-node, journey and soak tests"
-	@echo "make test-soak  three minutes of people talking while the stack breaks (bench/soak.py; not yet in make test)"
+	@echo "make test-soak  only the soak: three minutes of people talking while the stack breaks (bench/soak.py)"
 	@echo "make test-python PY_VERSION=3.12  the suite without the end-to-end tests on another Python, in .venv-3.12"
 	@echo "make evals      agent behaviour evals: the real model and an LLM judge with OPENAI_API_KEY, else offline"
 	@echo "make lint       ruff and mypy (strict for agent/, panama_law/ and research/)"
@@ -46,6 +46,10 @@ web: $(WEB_STAMP)
 
 livekit-server: $(STAMP)
 	@$(PY) -m agent livekit-server
+
+# Shopify's toxiproxy for the soak's network faults, built once with `go install` into a cache outside the repo.
+toxiproxy: $(STAMP)
+	@$(PY) -c 'from bench.soak.toxiproxy import find_or_build; print("toxiproxy:", find_or_build())'
 
 # Debian's Chromium for the browser tests (never a downloaded browser build).
 browser:
@@ -86,11 +90,11 @@ nginx:
 run: $(STAMP) web livekit-server
 	$(PY) -m agent run
 
-test: $(STAMP) web interop-deps livekit-server browser postgres redis nginx
+test: $(STAMP) web interop-deps livekit-server toxiproxy browser postgres redis nginx
 	cd web && npm test
 	$(PY) -m pytest
 
-test-soak: $(STAMP) livekit-server postgres
+test-soak: $(STAMP) livekit-server toxiproxy postgres
 	$(PY) -m pytest -m soak tests/test_soak.py
 
 test-multinode: $(STAMP) livekit-server redis

@@ -1,8 +1,10 @@
-"""One real Lexvoz stack per test module, on ports no local `make run` uses.
+"""One real Lexvoz stack shared by the end-to-end modules that use its default form, on ports no local `make run`
+uses; a module needing another form (a job limit, a fake search server) starts its own.
 
-Why one stack for a module's tests: starting livekit-server, the search server (index load and embedding
-warm-up), the stand-in, the token service and the worker costs tens of seconds on a small machine,
-while every test gets its own room (and so its own agent job and Realtime connection) anyway.
+Why shared: starting livekit-server, the search server (index load and embedding warm-up), the stand-in, the
+token service and the worker costs 25 s or more on a small machine, while every test gets its own room (and so
+its own agent job and Realtime connection) anyway. The shared stack lives for this package only (`package`
+scope), so no stack outlives the end-to-end tests.
 
 What differs from `make run`, and why:
 - the worker runs with `--dev`: a production worker binds its health port 8081 on every interface,
@@ -45,8 +47,6 @@ QUESTION = "¿Cuál es el idioma oficial de Panamá?"
 SEARCH_DELAY_MS = 2500
 STANDIN_SPEED = 8.0
 LOG_TAIL_LINES = 40
-
-STACK_KEY = pytest.StashKey["E2EStack"]()
 
 
 @dataclass(frozen=True)
@@ -199,17 +199,15 @@ def running_stack(
         pytest.fail(f"the Lexvoz stack did not start: {exc}\n{log_tails(log_dir)}", pytrace=False)
     if save_to is not None:
         _save_index(data_dir, save_to)
-    running = E2EStack(stack=stack, question=QUESTION, search_delay_ms=SEARCH_DELAY_MS)
-    request.config.stash[STACK_KEY] = running
     try:
-        yield running
+        yield E2EStack(stack=stack, question=QUESTION, search_delay_ms=SEARCH_DELAY_MS)
     finally:
-        del request.config.stash[STACK_KEY]
         stack.stop()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="package")
 def e2e_stack(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[E2EStack]:
+    """The default stack, started by the first test asking for it and stopped after the package's last test."""
     yield from running_stack(request, tmp_path_factory)
 
 
@@ -219,9 +217,8 @@ def pytest_runtest_makereport(
 ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     """A failed test that used the stack shows the tail of every child's log next to the failure."""
     report = yield
-    if report.failed and "e2e_stack" in getattr(item, "fixturenames", ()):
-        running = item.config.stash.get(STACK_KEY, None)
-        if running is not None:
+    if report.failed:
+        for running in {id(v): v for v in getattr(item, "funcargs", {}).values() if isinstance(v, E2EStack)}.values():
             report.sections.append(("lexvoz stack logs", running.log_tails()))
     return report
 

@@ -3,7 +3,8 @@
 The page's Stop button disconnects from the room, whatever the agent is doing: searching, or speaking an
 answer. The worker then ends the conversation and its job; none of that is a fault, so the worker's log
 must get no traceback and no ERROR line from it. The person is a Python participant (`tests/person.py`)
-against the real stack, in a module of its own so that the worker's log holds only these conversations.
+against the real stack shared with other modules: the module begins once the worker has ended every earlier
+conversation, and each test reads the worker's log from where it began, so what it reads is its own.
 The races a Stop can hit, which a real stack only hits by chance, are pinned one by one in
 `tests/test_leaving.py`.
 """
@@ -13,14 +14,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
-from collections.abc import AsyncIterator, Iterator
+import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
 from tests.person import AGENT_STATE_ATTRIBUTE, CHAT_TOPIC, Person
 
-from .conftest import E2EStack, running_stack
+from .conftest import E2EStack
 
 pytestmark = pytest.mark.e2e
 
@@ -33,15 +35,32 @@ JOB_ENDED = re.compile(r"MCP session to \S+ closed: job shutdown")
 AFTER_END_S = 2.0
 
 
-@pytest.fixture(scope="module")
-def leave_stack(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[E2EStack]:
-    yield from running_stack(request, tmp_path_factory)
+JOB_STARTED = re.compile(r"MCP session opened to ")
+ROOM = re.compile(r'"room": "([^"]+)"')
+EARLIER_JOBS_END_S = 60.0
+
+
+def _rooms_with(text: str, marker: re.Pattern[str]) -> set[str]:
+    return {room.group(1) for line in text.splitlines() if marker.search(line) and (room := ROOM.search(line))}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def earlier_jobs_ended(e2e_stack: E2EStack) -> None:
+    """Wait until every conversation the shared worker began before this module has ended its job."""
+    deadline = time.monotonic() + EARLIER_JOBS_END_S
+    while True:
+        text = _read_from(_worker_log(e2e_stack), 0)
+        running = _rooms_with(text, JOB_STARTED) - _rooms_with(text, JOB_ENDED)
+        if not running:
+            return
+        assert time.monotonic() < deadline, f"earlier conversations never ended: {sorted(running)}"
+        time.sleep(0.2)
 
 
 @pytest.fixture
-async def person(leave_stack: E2EStack) -> AsyncIterator[Person]:
+async def person(e2e_stack: E2EStack) -> AsyncIterator[Person]:
     """A person in a fresh room whose agent has greeted and listens."""
-    someone = Person(await leave_stack.new_session())
+    someone = Person(await e2e_stack.new_session())
     try:
         await asyncio.wait_for(someone.connect(), 20)
         await someone.wait_until_listening(JOIN_TIMEOUT_S)
@@ -87,25 +106,23 @@ def _assert_clean(text: str) -> None:
     assert errors == [], "\n".join(errors)
 
 
-async def test_leaving_while_a_search_runs_logs_no_traceback(person: Person, leave_stack: E2EStack) -> None:
-    offset = _worker_log(leave_stack).stat().st_size
-    await person.room.local_participant.send_text(leave_stack.question, topic=CHAT_TOPIC)
+async def test_leaving_while_a_search_runs_logs_no_traceback(person: Person, e2e_stack: E2EStack) -> None:
+    offset = _worker_log(e2e_stack).stat().st_size
+    await person.room.local_participant.send_text(e2e_stack.question, topic=CHAT_TOPIC)
     started = await person.wait_for(lambda: person.first("started"), "started message", ANSWER_TIMEOUT_S)
     assert person.outcome_of(started.call_id) is None  # the search (2.5 s test delay) is still running
-    _assert_clean(await _leave_and_wait_for_the_job_to_end(person, leave_stack, offset))
+    _assert_clean(await _leave_and_wait_for_the_job_to_end(person, e2e_stack, offset))
 
 
-async def test_leaving_right_after_typing_a_question_logs_no_traceback(person: Person, leave_stack: E2EStack) -> None:
-    offset = _worker_log(leave_stack).stat().st_size
-    await person.room.local_participant.send_text(leave_stack.question, topic=CHAT_TOPIC)
-    _assert_clean(await _leave_and_wait_for_the_job_to_end(person, leave_stack, offset))
+async def test_leaving_right_after_typing_a_question_logs_no_traceback(person: Person, e2e_stack: E2EStack) -> None:
+    offset = _worker_log(e2e_stack).stat().st_size
+    await person.room.local_participant.send_text(e2e_stack.question, topic=CHAT_TOPIC)
+    _assert_clean(await _leave_and_wait_for_the_job_to_end(person, e2e_stack, offset))
 
 
-async def test_leaving_while_the_agent_speaks_its_answer_logs_no_traceback(
-    person: Person, leave_stack: E2EStack
-) -> None:
-    offset = _worker_log(leave_stack).stat().st_size
-    await person.room.local_participant.send_text(leave_stack.question, topic=CHAT_TOPIC)
+async def test_leaving_while_the_agent_speaks_its_answer_logs_no_traceback(person: Person, e2e_stack: E2EStack) -> None:
+    offset = _worker_log(e2e_stack).stat().st_size
+    await person.room.local_participant.send_text(e2e_stack.question, topic=CHAT_TOPIC)
     started = await person.wait_for(lambda: person.first("started"), "started message", ANSWER_TIMEOUT_S)
     await person.wait_for(lambda: person.outcome_of(started.call_id), "evidence outcome", ANSWER_TIMEOUT_S)
 
@@ -114,4 +131,4 @@ async def test_leaving_while_the_agent_speaks_its_answer_logs_no_traceback(
         return agent is not None and agent.attributes.get(AGENT_STATE_ATTRIBUTE) == "speaking"
 
     await person.wait_for(speaking, "agent speaking its answer", ANSWER_TIMEOUT_S)
-    _assert_clean(await _leave_and_wait_for_the_job_to_end(person, leave_stack, offset))
+    _assert_clean(await _leave_and_wait_for_the_job_to_end(person, e2e_stack, offset))
