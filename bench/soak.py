@@ -1,13 +1,14 @@
 """Whether anything is lost or left unsaid when things break for an hour while people talk.
 
-`python bench/soak.py --minutes M [--conversations N]` starts the stack in rehearsal mode on free loopback ports
-(livekit-server, the embedded search server behind toxiproxy, the Realtime stand-in, the page service, two
-workers, and a throwaway PostgreSQL for the evidence ledger), keeps N people talking for M minutes (each opens
-the page, asks typed and spoken questions, barges in now and then, leaves, and someone new comes), and meanwhile
-injects, in a repeating cycle: the search server killed and started again; the search server slowed past the
-tool's deadline by toxiproxy, then fast again; the model's sockets dropped by the stand-in while it answers;
-livekit-server restarted; one worker killed and started again; and, on a track of its own, the ledger's
-database stopped for a minute and started again.
+`python bench/soak.py --minutes M [--conversations N] [--cluster]` starts the stack in rehearsal mode on free
+loopback ports (livekit-server, the embedded search server behind toxiproxy, the Realtime stand-in, the page
+service, two workers, and a throwaway PostgreSQL for the evidence ledger), keeps N people talking for M minutes
+(each opens the page, asks typed and spoken questions, barges in now and then, leaves, and someone new comes), and
+meanwhile injects, in a repeating cycle: the search server killed and started again; the search server slowed past
+the tool's deadline by toxiproxy, then fast again; the model's sockets dropped by the stand-in while it answers;
+livekit-server restarted; one worker killed and started again; and, on a track of its own, the ledger's database
+stopped for a minute and started again. With `--cluster` the two workers register through two livekit-server nodes
+sharing a Redis, as a scaled-out deployment runs.
 
 It prints one JSON line and writes `bench/results/soak.json` (see bench/soak/figures.py for each figure):
 `minutes`, `conversations`, `questions`, `evidence_lost`, `ledger_lost`, `faults`, `failures_told`,
@@ -124,6 +125,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--speed", type=float, default=8.0, help="the stand-in's speech pacing (1.0 = real time)")
     p.add_argument("--ledger-down-s", type=float, default=60.0, help="how long the ledger's database stays stopped")
     p.add_argument("--seed", type=int, default=7, help="the people's choices (questions, barge-ins, visit lengths)")
+    p.add_argument(
+        "--cluster",
+        action="store_true",
+        help="two livekit-server nodes on Redis, each worker registered through its own (docs/deploy.md)",
+    )
     p.add_argument("--out", type=Path, default=RESULTS)
     p.add_argument("--keep-logs", type=Path, default=None, help="copy every program's log here at the end")
     args = p.parse_args(argv)
@@ -141,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     load_start = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="lexvoz-soak-") as tmp:
-        programs = Programs(Path(tmp), conversations=args.conversations, speed=args.speed)
+        programs = Programs(Path(tmp), conversations=args.conversations, speed=args.speed, cluster=args.cluster)
         try:
             programs.start()
             fig = asyncio.run(soak(programs, args))
@@ -152,6 +158,7 @@ def main(argv: list[str] | None = None) -> int:
     fig = {
         **fig,
         "goals": GOALS,
+        "cluster": args.cluster,
         "standin_speed": args.speed,
         "ledger_down_s": args.ledger_down_s,
         "load_average_at_start": [round(x, 2) for x in load_start],

@@ -1,6 +1,10 @@
 """The programs the soak runs, restarts and watches: the stack in rehearsal mode, two workers, PostgreSQL for the
 ledger, and toxiproxy in front of the search server.
 
+With `cluster`, it runs the scaled-out form ([deploy.md](../../docs/deploy.md#scaling-out-a-livekit-server-cluster)):
+Redis, a second livekit-server node sharing it, and each worker registered through its own node; people join
+through the first node, the one the livekit-server fault restarts.
+
 Why its own setup and not `Stack` alone: the faults need handles `Stack` does not give (kill the search server
 and start it again on the same port, restart livekit-server, stop the ledger's database, kill one of two workers),
 and the figures need every program's process at every moment, across restarts. Everything listens on 127.0.0.1
@@ -19,10 +23,12 @@ from pathlib import Path
 
 import psutil
 
+from agent.devstack import livekit_server
 from agent.devstack.processes import terminate, wait_for_text
 from agent.devstack.stack import Stack, StackOptions
 from bench.soak.toxiproxy import Toxiproxy
-from tests import constitution
+from tests import constitution, redis_server
+from tests.e2e.conftest import livekit_port
 from tests.ports import free_port
 from tests.postgres_server import PostgresServer
 
@@ -48,8 +54,14 @@ class Watched:
 class Programs:
     """Start, fault and stop the soak's programs."""
 
-    def __init__(self, base: Path, *, conversations: int, speed: float, workers: int = 2) -> None:
+    def __init__(
+        self, base: Path, *, conversations: int, speed: float, workers: int = 2, cluster: bool = False
+    ) -> None:
         self.base = base
+        self.cluster = cluster
+        self.redis: subprocess.Popen[bytes] | None = None
+        self.node_b: subprocess.Popen[bytes] | None = None
+        self.node_b_url = ""
         self.log_dir = base / "log"
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self.pg = PostgresServer()
@@ -65,7 +77,10 @@ class Programs:
         data_dir = base / "data"
         data_dir.mkdir()
         self._index_cached, self._index_seeded = _index_cache(data_dir)
+        self.redis_port = free_port()
+        redis_args = ["--redis-host", f"127.0.0.1:{self.redis_port}"] if cluster else []
         self.options = StackOptions(
+            livekit_args=redis_args,
             livekit_port=_livekit_port(),
             search_port=free_port(),
             web_port=free_port(),
@@ -86,7 +101,8 @@ class Programs:
 
     def names(self) -> list[str]:
         fixed = ["livekit-server", "search", "realtime-standin", "web", "postgres", "toxiproxy"]
-        return fixed + [f"worker-{n}" for n in range(1, self.worker_count + 1)]
+        cluster = ["livekit-server-b", "redis"] if self.cluster else []
+        return fixed + cluster + [f"worker-{n}" for n in range(1, self.worker_count + 1)]
 
     # -- start and stop -------------------------------------------------------------------------
 
@@ -106,7 +122,20 @@ class Programs:
             timeout=120,
         )
         self.toxi.start()
+        if self.cluster:
+            (self.base / "redis").mkdir(exist_ok=True)
+            self.redis, _ = redis_server.start_redis(self.base / "redis", self.log_dir / "redis.log", self.redis_port)
         self.stack.start()
+        if self.cluster:
+            port_b = livekit_port(start=self.options.livekit_port + 1)
+            self.node_b = livekit_server.start(
+                api_key=self.options.api_key,
+                api_secret=self.options.api_secret,
+                port=port_b,
+                log_path=self.log_dir / "livekit-server-b.log",
+                extra_args=self.options.livekit_args,
+            )
+            self.node_b_url = f"ws://127.0.0.1:{port_b}"
         self.toxi.create(SEARCH_PROXY, self.proxy_port, self.options.search_port)
         if not self._index_seeded:
             from bench.load import _save_index
@@ -115,8 +144,13 @@ class Programs:
         for n in range(1, self.worker_count + 1):
             self.start_worker(f"worker-{n}")
 
+    def node_of(self, name: str) -> str:
+        """The livekit-server node a worker registers through: on a cluster, every other worker uses node B."""
+        second = self.cluster and int(name.rsplit("-", 1)[1]) % 2 == 0
+        return self.node_b_url if second else self.stack.livekit_url
+
     def start_worker(self, name: str) -> None:
-        env = {**self.stack.common_env(), **self.options.worker_env}
+        env = {**self.stack.common_env(), **self.options.worker_env, "LIVEKIT_URL": self.node_of(name)}
         log = self.log_dir / f"{name}.log"
         offset = log.stat().st_size if log.exists() else 0
         with open(log, "ab") as out:
@@ -167,7 +201,11 @@ class Programs:
         for name in list(self.workers):
             proc = self.workers.pop(name)
             terminate(proc, timeout=30)
+        if self.node_b is not None:
+            terminate(self.node_b, term_twice=True)
         self.stack.stop()
+        if self.redis is not None:
+            terminate(self.redis)
         self.toxi.stop()
         self.pg.cleanup()
 
@@ -178,6 +216,9 @@ class Programs:
             return self.workers[name].pid
         if name == "toxiproxy":
             return self.toxi.proc.pid if self.toxi.proc else None
+        if name in ("livekit-server-b", "redis"):
+            proc = self.node_b if name == "livekit-server-b" else self.redis
+            return proc.pid if proc is not None else None
         if name == "postgres":
             pidfile = self.pg.data / "postmaster.pid"
             try:

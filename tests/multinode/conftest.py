@@ -19,12 +19,9 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,14 +34,13 @@ from agent.devstack.processes import terminate, wait_for_text
 from agent.devstack.stack import Stack, StackOptions
 from agent.settings import Settings
 from agent.web.tokens import mint_token, new_identity, new_room_name
-from tests import constitution
+from tests import constitution, redis_server
 from tests.e2e.conftest import _save_index, _seed_index, livekit_port, log_tails, require_livekit_server
 from tests.ports import free_port
 
 from .waits import StepFailed, Where, Witness, failure_record
 
 SPOKEN_QUESTION = "¿Cuál es el idioma oficial de Panamá?"
-REDIS_START_S = 15.0
 WORKER_START_S = 90.0
 LOG_DIR_ENV = "LEXVOZ_MULTINODE_LOG_DIR"
 FAILURES_FILE = "failures.jsonl"
@@ -105,30 +101,10 @@ class Cluster:
         return Witness({w.name: w.log for w in self.workers}, held_by)
 
 
-def _redis_ready(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=1) as s:
-            s.sendall(b"PING\r\n")
-            return s.recv(16).startswith(b"+PONG")
-    except OSError:
-        return False
-
-
 def start_redis(data_dir: Path, log: Path) -> tuple[subprocess.Popen[bytes], int]:
-    binary = shutil.which("redis-server")
-    if binary is None:
-        pytest.skip("redis-server is not installed (apt-get install redis-server; `make test` does it)")
-    port = free_port()
-    args = [binary, "--port", str(port), "--bind", "127.0.0.1", "--dir", str(data_dir), "--save", ""]
-    args += ["--appendonly", "no", "--protected-mode", "yes", "--logfile", str(log)]
-    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, start_new_session=True)
-    deadline = time.monotonic() + REDIS_START_S
-    while not _redis_ready(port):
-        if proc.poll() is not None or time.monotonic() > deadline:
-            terminate(proc)
-            raise RuntimeError(f"redis-server did not start on port {port}")
-        time.sleep(0.1)
-    return proc, port
+    if (why := redis_server.why_unavailable()) is not None:
+        pytest.skip(why)
+    return redis_server.start_redis(data_dir, log)
 
 
 def start_worker(stack: Stack, name: str, node_url: str, ledger_dir: Path) -> Worker:
