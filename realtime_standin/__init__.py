@@ -14,8 +14,8 @@ or a test fixture:
 - what the scripted "model" says and "hears" (:mod:`.policy`);
 - the server around it: the test handle and lifecycle (:mod:`.server`), the WebSocket endpoint
   (:mod:`.endpoint`), the record of the wire (:mod:`.event_log`), when turns ended and answers
-  went out (:mod:`.timings`, for latency benchmarks), the HTTP control routes (:mod:`.control_api`)
-  and the command line (``python -m realtime_standin``).
+  went out (:mod:`.timings`, for latency benchmarks), both kept bounded (:mod:`.event_record`),
+  the HTTP control routes (:mod:`.control_api`) and the command line (``python -m realtime_standin``).
 """
 
 from .policy import (

@@ -75,11 +75,15 @@ class ConnectionState:
         self.emit(p.session_created(self.session))
 
     def close(self) -> None:
-        """Connection gone: stop any response without emitting (there is no one to tell)."""
+        """Connection gone: stop any response without emitting (there is no one to tell).
+
+        Its input audio is let go as well: a closed connection stays readable for a while (its
+        session, its conversation) but will never commit a turn again."""
         self.closed = True
         if self.active_response and self.active_response.task:
             self.active_response.task.cancel()
         self.active_response = None
+        self._audio_buffer = bytearray()
 
     @property
     def turn_detection(self) -> JsonDict | None:

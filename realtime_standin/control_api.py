@@ -50,7 +50,7 @@ class ControlApi:
             return web.json_response({"error": "since must be an integer"}, status=400)
         timings = self.standin.timings
         return web.json_response(
-            {"next": timings.total, "connections": len(self.standin.connections), "entries": timings.since(since)}
+            {"next": timings.total, "connections": self.standin.opened_connections, "entries": timings.since(since)}
         )
 
     async def _control_speech_started(self, request: web.Request) -> web.Response:

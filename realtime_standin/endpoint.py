@@ -3,6 +3,11 @@
 It checks the bearer token like the real API (any non-empty key is accepted), then pumps client
 messages into a :class:`~realtime_standin.session.RealtimeConnection` one at a time and writes its
 server events out through a single ordered queue, recording both directions in the event log.
+
+Connections are numbered from 1 in the order they open (the number tags their events and timings).
+A closed connection stays readable (``connections``, its events, its timings) until
+``KEEP_CLOSED_CONNECTIONS`` newer ones have closed, then it is forgotten: a test reads the few it
+opened, while a stand-in serving a conversation after another for hours must not keep them all.
 """
 
 from __future__ import annotations
@@ -11,6 +16,7 @@ import asyncio
 import functools
 import json
 import logging
+from collections import deque
 from collections.abc import Callable
 
 from aiohttp import WSMsgType, web
@@ -23,12 +29,19 @@ from .timings import TurnTimings
 
 logger = logging.getLogger("realtime_standin")
 
+KEEP_CLOSED_CONNECTIONS = 8
+"""Closed connections kept readable: a test's reconnects (the plugin retries three times) several times over."""
+
 
 class RealtimeEndpoint(EventLog):
     """The WebSocket side of :class:`~realtime_standin.server.RealtimeStandIn` (which sets these)."""
 
     options: ConnectionOptions
     connections: list[RealtimeConnection]
+    """Open connections and the most recent closed ones, in the order they opened."""
+    opened_connections: int
+    """Connections opened so far: the number of the latest one."""
+    _closed: deque[tuple[int, RealtimeConnection]]
     rejected_handshakes: int
     timings: TurnTimings
     _sockets: set[web.WebSocketResponse]
@@ -48,8 +61,7 @@ class RealtimeEndpoint(EventLog):
         await ws.prepare(request)
         self._sockets.add(ws)
         outbox: asyncio.Queue[JsonDict | None] = asyncio.Queue()
-        conn = self._open_connection(request.query.get("model", "gpt-realtime"), outbox)
-        number = len(self.connections)
+        number, conn = self._open_connection(request.query.get("model", "gpt-realtime"), outbox)
         written = functools.partial(self.timings.written, number)
         writer_task = asyncio.create_task(_write_events(ws, outbox, written), name="standin-writer")
         conn.start()
@@ -63,22 +75,35 @@ class RealtimeEndpoint(EventLog):
             writer_task.cancel()
             await asyncio.gather(writer_task, return_exceptions=True)
             self._sockets.discard(ws)
+            self._retire(number, conn)
             self._notify()
             logger.info("client disconnected")
         return ws
 
-    def _open_connection(self, model: str, outbox: asyncio.Queue[JsonDict | None]) -> RealtimeConnection:
-        """A connection whose server events are recorded, then queued for the socket writer."""
+    def _open_connection(self, model: str, outbox: asyncio.Queue[JsonDict | None]) -> tuple[int, RealtimeConnection]:
+        """A new connection and its number; its server events are recorded, then queued for the socket writer."""
+        self.opened_connections += 1
+        number = self.opened_connections
 
         def send(event: JsonDict) -> None:
-            self._record_sent(event)
+            self._record_sent(event, number)
             logger.debug("server event %s", event.get("type"))
             outbox.put_nowait(event)
 
         conn = RealtimeConnection(model=model, options=self.options, send=send)
         self.connections.append(conn)
-        logger.info("client connected (connection %d)", len(self.connections))
-        return conn
+        logger.info("client connected (connection %d)", number)
+        return number, conn
+
+    def _retire(self, number: int, conn: RealtimeConnection) -> None:
+        """A connection closed: forget the oldest closed one once more than the kept number have closed."""
+        self._closed.append((number, conn))
+        while len(self._closed) > KEEP_CLOSED_CONNECTIONS:
+            old_number, old = self._closed.popleft()
+            self.connections.remove(old)
+            self.received.forget(old_number)
+            self.sent.forget(old_number)
+            self.timings.forget_entries(old_number)
 
     async def _read_events(self, ws: web.WebSocketResponse, conn: RealtimeConnection, number: int) -> None:
         async for msg in ws:
@@ -91,7 +116,7 @@ class RealtimeEndpoint(EventLog):
                 conn.handle(msg.data)  # answers with an error event
                 continue
             if isinstance(event, dict):
-                self._record_received(event)
+                self._record_received(event, number)
             before = conn.active_response
             conn.handle(event)
             started = conn.active_response

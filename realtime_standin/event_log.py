@@ -4,6 +4,9 @@
 Tests assert on what crossed the socket, so the stand-in keeps both directions in order and lets
 a test wait for an event instead of sleeping. Audio payloads are elided from the record (client
 appends unless asked to keep them, server audio deltas always) so it stays small and text-free.
+Both directions are :class:`~realtime_standin.event_record.EventRecord` s: positions (``after=``,
+``mark()``) are absolute, and a closed connection's events are forgotten once enough newer
+connections have closed (see :mod:`.endpoint`), so a stand-in running for hours stays bounded.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import copy
 import logging
 from collections.abc import Callable
 
+from .event_record import EventRecord
 from .protocol import JsonDict
 
 EventPredicate = Callable[[JsonDict], bool]
@@ -28,12 +32,13 @@ class EventLog:
     """
 
     keep_audio_payloads: bool
-    received: list[JsonDict]
-    sent: list[JsonDict]
+    received: EventRecord
+    sent: EventRecord
     _signal: asyncio.Event
 
     @property
     def response_create_count(self) -> int:
+        """The ``response.create`` events still kept: all of them until old connections are forgotten."""
         return sum(1 for e in self.received if e.get("type") == "response.create")
 
     def client_events(self, event_type: str | None = None) -> list[JsonDict]:
@@ -58,16 +63,15 @@ class EventLog:
         return await self._wait(self.sent, event_type, predicate, timeout, after)
 
     async def _wait(
-        self, log: list[JsonDict], event_type: str, predicate: EventPredicate | None, timeout: float, after: int
+        self, log: EventRecord, event_type: str, predicate: EventPredicate | None, timeout: float, after: int
     ) -> JsonDict:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         index = after
         while True:
             signal = self._signal
-            while index < len(log):
-                event = log[index]
-                index += 1
+            for position, event in log.since(index):
+                index = position + 1
                 if event.get("type") == event_type and (predicate is None or predicate(event)):
                     return event
             remaining = deadline - loop.time()
@@ -82,18 +86,18 @@ class EventLog:
         self._signal.set()
         self._signal = asyncio.Event()
 
-    def _record_received(self, event: JsonDict) -> None:
+    def _record_received(self, event: JsonDict, connection: int) -> None:
         if event.get("type") == "input_audio_buffer.append" and not self.keep_audio_payloads:
             audio = event.get("audio")
             event = {**event, "audio": "", "audio_b64_len": len(audio) if isinstance(audio, str) else 0}
-        self.received.append(event)
+        self.received.append(event, connection)
         logger.debug("client event %s", event.get("type"))
         self._notify()
 
-    def _record_sent(self, event: JsonDict) -> None:
+    def _record_sent(self, event: JsonDict, connection: int) -> None:
         if event.get("type") == "response.output_audio.delta":
             event = {**event, "delta": ""}
         else:
             event = copy.deepcopy(event)
-        self.sent.append(event)
+        self.sent.append(event, connection)
         self._notify()

@@ -17,6 +17,7 @@ import asyncio
 import ipaddress
 import json
 import logging
+from collections import deque
 from collections.abc import Iterable
 
 from aiohttp import web
@@ -24,6 +25,7 @@ from aiohttp import web
 from .control_api import ControlApi
 from .endpoint import RealtimeEndpoint
 from .event_log import EventPredicate
+from .event_record import EventRecord
 from .fault_control import add_fault_routes
 from .options import ConnectionOptions
 from .policy import (
@@ -107,11 +109,13 @@ class RealtimeStandIn(RealtimeEndpoint):
             server_interrupts=server_interrupts,
         )
         self.keep_audio_payloads = keep_audio_payloads
-        self.received: list[JsonDict] = []
-        """Every client event, in arrival order (audio payloads elided unless kept)."""
-        self.sent: list[JsonDict] = []
-        """Every server event, in send order (audio deltas elided)."""
+        self.received = EventRecord()
+        """Client events, in arrival order (audio payloads elided unless kept; bounded, see :mod:`.endpoint`)."""
+        self.sent = EventRecord()
+        """Server events, in send order (audio deltas elided; bounded like ``received``)."""
         self.connections: list[RealtimeConnection] = []
+        self.opened_connections = 0
+        self._closed: deque[tuple[int, RealtimeConnection]] = deque()
         self.rejected_handshakes = 0
         self.timings = TurnTimings()
         """When turns ended and answers went out, per connection (``/control/timings``)."""

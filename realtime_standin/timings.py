@@ -17,16 +17,17 @@ share can be told apart from its own:
 
 Times are ``time.monotonic()``: CLOCK_MONOTONIC on Linux, one clock for every process of the host, so a
 benchmark on the same host can set them against its own readings. Entries carry event kinds and ids only,
-never text or audio. The record is bounded (the oldest entries go first); positions are absolute, so a reader
+never text or audio. The record is bounded: a closed connection's entries go once enough newer connections have
+closed (:mod:`.endpoint`), and the oldest entries go past ``MAX_ENTRIES``; positions are absolute, so a reader
 asking ``since=N`` keeps its place.
 """
 
 from __future__ import annotations
 
 import time
-from collections import deque
 from collections.abc import Callable
 
+from .event_record import EventRecord
 from .protocol import JsonDict
 
 MAX_ENTRIES = 50_000
@@ -37,22 +38,20 @@ class TurnTimings:
 
     def __init__(self, clock: Callable[[], float] = time.monotonic, max_entries: int = MAX_ENTRIES) -> None:
         self._clock = clock
-        self._entries: deque[JsonDict] = deque(maxlen=max_entries)
-        self._total = 0
+        self._entries = EventRecord(max_entries)
         self._audio_started: dict[int, set[str]] = {}
         self._last_user_item: dict[int, str] = {}
 
     @property
     def total(self) -> int:
         """Entries recorded so far, including any already dropped from the bounded record."""
-        return self._total
+        return len(self._entries)
 
     def now(self) -> float:
         return self._clock()
 
     def _add(self, connection: int, kind: str, at: float, **ids: str) -> None:
-        self._entries.append({"connection": connection, "kind": kind, "at": at, **ids})
-        self._total += 1
+        self._entries.append({"connection": connection, "kind": kind, "at": at, **ids}, connection)
 
     def written(self, connection: int, event: JsonDict) -> None:
         """A server event has just been written to connection `connection`'s socket."""
@@ -84,8 +83,10 @@ class TurnTimings:
         self._audio_started.pop(connection, None)
         self._last_user_item.pop(connection, None)
 
+    def forget_entries(self, connection: int) -> None:
+        """The connection closed a while ago (see :mod:`.endpoint`): drop its entries too."""
+        self._entries.forget(connection)
+
     def since(self, position: int) -> list[JsonDict]:
         """Entries at absolute positions >= `position` that are still kept."""
-        first_kept = self._total - len(self._entries)
-        start = max(position - first_kept, 0)
-        return [dict(e) for i, e in enumerate(self._entries) if i >= start]
+        return [dict(e) for _, e in self._entries.since(position)]
