@@ -77,7 +77,7 @@ class Programs:
         data_dir = base / "data"
         data_dir.mkdir()
         self._index_cached, self._index_seeded = _index_cache(data_dir)
-        self.redis_port = free_port()
+        self.redis_port = free_port() if cluster else 0  # chosen now: livekit-server's options name it
         redis_args = ["--redis-host", f"127.0.0.1:{self.redis_port}"] if cluster else []
         self.options = StackOptions(
             livekit_args=redis_args,
@@ -216,8 +216,9 @@ class Programs:
             return self.workers[name].pid
         if name == "toxiproxy":
             return self.toxi.proc.pid if self.toxi.proc else None
-        if name in ("livekit-server-b", "redis"):
-            proc = self.node_b if name == "livekit-server-b" else self.redis
+        cluster_part = {"livekit-server-b": self.node_b, "redis": self.redis}
+        if name in cluster_part:
+            proc = cluster_part[name]
             return proc.pid if proc is not None else None
         if name == "postgres":
             pidfile = self.pg.data / "postmaster.pid"
