@@ -87,10 +87,16 @@ nginx:
 	  else echo "install Debian's nginx-light package (apt-get install nginx-light) for the proxy journey test"; exit 1; fi; \
 	fi
 
-run: $(STAMP) web livekit-server
+# The first run and the first test build side by side what they need: livekit-server's Go build takes minutes
+# and the installs are mostly downloads, so one waiting on another only adds up. The system packages come one
+# after another (apt holds one lock).
+run:
+	@$(MAKE) --no-print-directory -j3 web livekit-server
 	$(PY) -m agent run
 
-test: $(STAMP) web interop-deps livekit-server toxiproxy browser postgres redis nginx
+test:
+	@$(MAKE) --no-print-directory -j4 web interop-deps livekit-server toxiproxy
+	@$(MAKE) --no-print-directory browser postgres redis nginx
 	cd web && npm test
 	$(PY) -m pytest
 

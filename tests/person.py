@@ -48,8 +48,9 @@ FRAME_MS = 100
 SAMPLES_PER_FRAME = SAMPLE_RATE * FRAME_MS // 1000
 TERMINAL = frozenset({"completed", "failed", "discarded"})
 # What the page does while no agent is in the room (web/src/agentRequest.ts, AGENT_REQUEST_AFTER_MS): its first
-# `POST /api/agent` comes this long after the waiting began.
-AGENT_REQUEST_AFTER_S = 3.5
+# `POST /api/agent` comes this long after the waiting began, or AGENT_LOST_REQUEST_AFTER_S after it lost an agent.
+AGENT_REQUEST_AFTER_S = 8.5
+AGENT_LOST_REQUEST_AFTER_S = 3.5
 
 
 def tone_frames(seconds: float = 1.0, level: float = 0.3) -> list[rtc.AudioFrame]:
@@ -188,11 +189,11 @@ class Person:
 
     async def wait_for_agent(self, web_url: str, http: aiohttp.ClientSession, within: float) -> int:
         """What the page does while no agent has joined: after AGENT_REQUEST_AFTER_S, ask the page service for
-        one (`POST /api/agent`, proven by this room's token) every time it says to, until one joins.
-        Returns how many times it asked."""
+        one (`POST /api/agent`, proven by this room's token) every time it says to, until one joins (sooner,
+        AGENT_LOST_REQUEST_AFTER_S, when it lost one). Returns how many times it asked."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + within
-        pause = AGENT_REQUEST_AFTER_S
+        pause = AGENT_LOST_REQUEST_AFTER_S if self.agent_identity else AGENT_REQUEST_AFTER_S
         asked = 0
         while True:
             remaining = deadline - loop.time()

@@ -37,7 +37,7 @@ from agent.web.dispatch import (
 )
 from agent.web.session import RequestError
 from agent.web.tokens import mint_token, new_identity, new_room_name
-from tests.person import AGENT_REQUEST_AFTER_S
+from tests.person import AGENT_LOST_REQUEST_AFTER_S, AGENT_REQUEST_AFTER_S
 from tests.web_app import API_KEY, API_SECRET, make_settings
 
 SETTINGS = make_settings(LEXVOZ_AGENT_RETRY_S=5, LEXVOZ_MAX_CONVERSATION_S=600)
@@ -383,7 +383,10 @@ async def test_the_page_may_name_the_agent_it_saw_leave_and_nothing_else(
     ("dispatch", "joining", "offered", "unanswered"),
     [
         (_dispatch(2.0), False, True, False),  # offered 2 s ago, a worker may still answer
-        (_dispatch(4.0), False, False, True),  # a registered worker answers at once: none was there
+        # 5 s with no job listed: livekit-server may not list yet a job its worker accepted (up to 5 s after a
+        # worker registers); replacing the dispatch would end that job
+        (_dispatch(5.0), False, True, False),
+        (_dispatch(9.0), False, False, True),  # a registered worker answers at once, listed by now: none was there
         (_dispatch(11.0), False, False, True),  # past even livekit-server's own 10 s wait
         (_dispatch(30.0, (RUNNING, 5.0)), True, False, False),  # accepted 5 s ago, the agent is joining
         (_dispatch(30.0, (PENDING, 5.0)), True, False, False),
@@ -391,7 +394,17 @@ async def test_the_page_may_name_the_agent_it_saw_leave_and_nothing_else(
         (_dispatch(30.0, (FAILED, 5.0)), False, False, False),  # a worker took it: not replaced, only added to
         (_dispatch(30.0, (FAILED, 20.0), (RUNNING, 3.0)), True, False, False),
     ],
-    ids=["offer-in-flight", "no-answer", "offer-failed", "accepted", "pending", "stale-job", "failed-job", "retried"],
+    ids=[
+        "offer-in-flight",
+        "accepted-not-listed",
+        "no-answer",
+        "offer-failed",
+        "accepted",
+        "pending",
+        "stale-job",
+        "failed-job",
+        "retried",
+    ],
 )
 def test_what_counts_as_an_agent_joining_or_an_offer_still_out(
     dispatch: api.AgentDispatch, joining: bool, offered: bool, unanswered: bool
@@ -554,3 +567,5 @@ def test_the_pages_first_request_comes_just_after_an_unanswered_offer_is_replace
     first_s = int(after.group(1).replace("_", "")) / 1000
     assert OFFER_ANSWER_S < first_s <= OFFER_ANSWER_S + 1
     assert AGENT_REQUEST_AFTER_S == first_s
+    lost = re.search(r"export const AGENT_LOST_REQUEST_AFTER_MS = ([\d_]+);", page)
+    assert lost and AGENT_LOST_REQUEST_AFTER_S == int(lost.group(1).replace("_", "")) / 1000

@@ -66,11 +66,14 @@ log = logging.getLogger("lexvoz.web")
 MAX_TRACKED_ROOMS: Final = 10_000
 # A job livekit-server says is pending or running, with no agent in the room yet: it is on its way for this long.
 JOB_START_GRACE_S: Final = 60.0
-# A dispatch with no job yet may still be waiting for a worker's answer for this long. livekit-server would wait
-# up to 10 s for a worker that does not answer, but a registered worker answers at once (its admission is a count
-# in memory), and past this the likely case is that no worker was registered: right after livekit-server restarts,
-# before the workers are back, every offer goes nowhere. Such a dispatch is replaced, not waited out.
-OFFER_ANSWER_S: Final = 3.0
+# A dispatch listed with no job may still have one for this long. A registered worker answers an offer at once
+# (its admission is a count in memory), but livekit-server (1.13.5) records the job in the room's dispatch only
+# once it has asked every agent server whether it serves that agent, which takes up to its CheckEnabledTimeout
+# (5 s) after each worker registration; a job accepted in those seconds is running but not listed. Past this the
+# likely case is that no worker was registered (right after livekit-server restarts, before the workers are back,
+# every offer goes nowhere), and such a dispatch is replaced, not waited out. Shorter, a request in those seconds
+# deleted the dispatch and so ended the job its worker had just accepted (`tests/e2e/test_waiting_e2e.py`).
+OFFER_ANSWER_S: Final = 8.0
 LIVEKIT_TIMEOUT_S: Final = 5.0
 # The worker's sign of life and how old it may be (copies of agent/voice/heartbeat.py's, which this separate
 # program does not import; tests/test_heartbeat.py pins them equal).

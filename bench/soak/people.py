@@ -22,7 +22,14 @@ import aiohttp
 from livekit import rtc
 
 from bench.load import TYPED_QUESTIONS
-from tests.person import AGENT_REQUEST_AFTER_S, AGENT_STATE_ATTRIBUTE, CHAT_TOPIC, TERMINAL, Person
+from tests.person import (
+    AGENT_LOST_REQUEST_AFTER_S,
+    AGENT_REQUEST_AFTER_S,
+    AGENT_STATE_ATTRIBUTE,
+    CHAT_TOPIC,
+    TERMINAL,
+    Person,
+)
 
 FAILURE_ATTRIBUTE = "lexvoz.failure"
 
@@ -231,13 +238,13 @@ class Page:
 
     async def wait_for_agent(self, within: float) -> None:
         """What the page does while no agent is in the room (docs/protocol.md, waiting for a free agent): after
-        AGENT_REQUEST_AFTER_S, `POST /api/agent` at the pace the service names, naming the agent it saw leave
-        or fall silent, if any."""
+        AGENT_REQUEST_AFTER_S (AGENT_LOST_REQUEST_AFTER_S once it lost one), `POST /api/agent` at the pace the
+        service names, naming the agent it saw leave or fall silent, if any."""
         person = self.person
         assert person is not None
         loop = asyncio.get_running_loop()
         deadline = loop.time() + within
-        pause = AGENT_REQUEST_AFTER_S
+        pause = AGENT_LOST_REQUEST_AFTER_S if person.agent_identity else AGENT_REQUEST_AFTER_S
         while True:
             remaining = deadline - loop.time()
             if remaining <= 0:

@@ -45,12 +45,13 @@ SCRIPT_TIMEOUT_S = 120.0
 LOG_TAIL_LINES = 30
 
 # The fake microphone: 48 kHz mono PCM16, silence with one ~1 s burst. The burst comes late enough
-# that the agent has joined (a `--dev` worker starts a job process on demand, a few seconds on a busy
-# machine), so it lands as a spoken turn in a settled session.
+# that the agent has joined and finished its greeting (a `--dev` worker starts a job process on demand:
+# the agent listened 6.3 s after Start here, 7.4 s on a loaded host), so it lands as a spoken turn in a
+# settled session.
 SAMPLE_RATE = 48_000
-TONE_AT_S = 9.0
+TONE_AT_S = 13.0
 TONE_S = 1.0
-WAV_S = 12.0
+WAV_S = 15.0
 
 T = TypeVar("T")
 

@@ -144,3 +144,46 @@ async def test_a_room_made_while_no_worker_is_registered_is_served_once_one_is(e
                 with contextlib.suppress(Exception):
                     await asyncio.wait_for(person.aclose(), 10)
             await rooms.aclose()
+
+
+async def test_a_job_accepted_before_livekit_lists_it_is_not_cut_off_by_a_request_for_an_agent(
+    e2e_stack: E2EStack,
+) -> None:
+    """After a worker registers, livekit-server records a job it assigned in the room's dispatch only once it has
+    heard from every agent server (up to its 5 s CheckEnabledTimeout). A person's request in those seconds found a
+    dispatch with no job, took it for an offer no worker answered and deleted it, which ended the job the worker
+    had just accepted: the page's first agent left as it arrived (a browser test's failure showed it). The service
+    counts such a dispatch as an offer still out, and the room keeps its first dispatch and its one agent."""
+    stack = e2e_stack.stack
+    rooms = livekit_rooms(e2e_stack)
+    person: Person | None = None
+    async with aiohttp.ClientSession() as http:
+        try:
+            stack.stop_child("worker")
+            await asyncio.to_thread(stack.start_worker)  # a registration: livekit-server asks its agent servers anew
+            person = await Person.from_page_service(stack.web_url, http)
+            made = time.monotonic()
+            await person.connect()
+            first = await _our_dispatches(rooms, person.name)
+            assert len(first) == 1, first
+            listed_after: float | None = None
+            asked = False
+            while time.monotonic() - made < OFFER_ANSWER_S + 2:
+                now = await _our_dispatches(rooms, person.name)
+                assert [d.id for d in now] == [first[0].id], now  # never deleted, never added to
+                if listed_after is None and now[0].state.jobs:
+                    listed_after = time.monotonic() - made
+                if not asked and time.monotonic() - made > 3.5:  # when the page used to ask first
+                    asked = True
+                    status, body = await _ask_for_agent(http, e2e_stack, person)
+                    assert body.get("agent") in ("present", "joining", "offered"), (status, body)
+                await asyncio.sleep(0.25)
+            assert listed_after is not None and listed_after < OFFER_ANSWER_S, listed_after
+            await person.wait_until_listening(60)
+            await asyncio.sleep(2)  # an ended job's agent would be leaving by now
+            assert not person.agent_left and await _agents_in(rooms, person.name) == 1
+        finally:
+            if person is not None:
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(person.aclose(), 10)
+            await rooms.aclose()

@@ -8,6 +8,7 @@
  *   LEXVOZ_E2E_OUT    a directory for screenshots (created if missing)
  *   LEXVOZ_E2E_AUDIO  optional WAV file played once as the fake microphone
  *   LEXVOZ_E2E_TONE_AT_MS  optional: where that file's tone burst starts, in ms
+ *   LEXVOZ_E2E_TONE_MS  optional: how long the burst lasts, in ms (default 1000)
  *   LEXVOZ_E2E_TIMEOUT_MS  optional cap for each wait (default 30000)
  *
  * Protocol with the caller: the last line of stdout is the JSON result (`ok`, plus what was seen);
@@ -47,6 +48,7 @@ export function readConfig() {
     audioFile: process.env.LEXVOZ_E2E_AUDIO || null,
     // Where the WAV's tone burst starts, so a scenario knows when a spoken turn is due (null: no burst).
     toneAtMs: process.env.LEXVOZ_E2E_TONE_AT_MS ? Number(process.env.LEXVOZ_E2E_TONE_AT_MS) : null,
+    toneMs: Number(process.env.LEXVOZ_E2E_TONE_MS) || 1_000,
     timeoutMs: Number(process.env.LEXVOZ_E2E_TIMEOUT_MS) || 30_000,
   };
 }
@@ -80,10 +82,15 @@ function chromiumArgs(audioFile) {
  */
 function recordAgentStates() {
   const seen = [];
+  const times = []; // when each state in `seen` began (Date.now(), the scripts' own clock)
   window.__lexvozAgentStates = seen;
+  window.__lexvozAgentStateTimes = times;
   const note = () => {
     const text = document.querySelector('[data-testid="agent-state"]')?.textContent ?? null;
-    if (text !== null && seen[seen.length - 1] !== text) seen.push(text);
+    if (text !== null && seen[seen.length - 1] !== text) {
+      seen.push(text);
+      times.push(Date.now());
+    }
   };
   new MutationObserver(note).observe(document, { subtree: true, childList: true, characterData: true });
   document.addEventListener('DOMContentLoaded', note);
@@ -138,6 +145,21 @@ export async function agentStatesSeen(page) {
   return page.evaluate(() => [...(window.__lexvozAgentStates ?? [])]);
 }
 
+/** The agent states seen so far, each with the time it began (ms since the epoch). */
+export async function agentStateLog(page) {
+  return page.evaluate(() =>
+    (window.__lexvozAgentStates ?? []).map((state, i) => ({ state, at: window.__lexvozAgentStateTimes[i] })),
+  );
+}
+
+/** Whether the agent was in `state` at any moment between `from` and `to` (ms since the epoch). */
+export function stateDuring(log, state, from, to) {
+  return log.some((entry, i) => {
+    const ends = i + 1 < log.length ? log[i + 1].at : Infinity;
+    return entry.state === state && entry.at < to && ends > from;
+  });
+}
+
 /** Wait until the agent-state text is one of `states`; the failure names the last state shown. */
 export async function waitForAgentState(page, states, timeoutMs) {
   try {
@@ -159,8 +181,8 @@ export async function waitForAgentState(page, states, timeoutMs) {
  * room without an agent until the page asks for one again (POST /api/agent, 5 s after joining, then at the
  * service's pace; a new offer goes out once the first is 10 s old). So the first attempt waits long enough
  * for that; if no agent comes even so, like a person would, press Stop and Start again, at most `attempts`
- * times; the caller reports how many it took. `readyMs` counts from the last click, which is also when the page opens
- * the (fake) microphone.
+ * times; the caller reports how many it took. `readyMs` counts from the last click (at `clickedAt`), which is
+ * also when the page opens the (fake) microphone.
  */
 export async function startSession(page, config, { attempts = 3, joinTimeoutMs = 30_000, pauseMs = 3_000 } = {}) {
   const refused = [];
@@ -172,7 +194,7 @@ export async function startSession(page, config, { attempts = 3, joinTimeoutMs =
     await byTestId(page, 'stop-button').waitFor({ state: 'visible' });
     try {
       const state = await waitForAgentState(page, AGENT_READY_STATES, Math.min(joinTimeoutMs, config.timeoutMs));
-      return { state, readyMs: Date.now() - clickedAt, attempts: attempt, refused };
+      return { state, readyMs: Date.now() - clickedAt, clickedAt, attempts: attempt, refused };
     } catch (err) {
       if (!(err instanceof CheckFailed) || attempt >= attempts) throw err;
       refused.push(await agentState(page));

@@ -133,10 +133,10 @@ afterEach(() => {
 });
 
 describe('App: no agent has joined yet', () => {
-  it('asks for one with the session token after 3.5 s and says, as a status, that it is waiting', async () => {
+  it('asks for one with the session token after 8.5 s and says, as a status, that it is waiting', async () => {
     await startAndConnect();
     expect(acquireMicrophone).toHaveBeenCalled();
-    await advance(3_499);
+    await advance(8_499);
     expect(agentCalls()).toHaveLength(0);
     expect(screen.queryByTestId('agent-waiting')).toBeNull();
 
@@ -157,7 +157,7 @@ describe('App: no agent has joined yet', () => {
 
   it('drops the notice the moment the agent joins, and asks no more', async () => {
     await startAndConnect();
-    await advance(5_000);
+    await advance(9_000);
     expect(screen.getByTestId('agent-waiting')).toBeTruthy();
 
     act(() => setAgent({ agent: { identity: 'agente' }, agentAttributes: {} }));
@@ -171,7 +171,7 @@ describe('App: no agent has joined yet', () => {
   it('says, as an alert, that the session is no longer valid when the service refuses it', async () => {
     agentAnswer = () => json(404, { error: 'la sala ya no existe' });
     await startAndConnect();
-    await advance(5_000);
+    await advance(9_000);
 
     const notice = screen.getByTestId('agent-timeout');
     expect(notice.textContent).toBe(INVALID_TEXT);
@@ -197,7 +197,7 @@ describe('App: no agent has joined yet', () => {
 
   it('Stop ends the requests', async () => {
     await startAndConnect();
-    await advance(5_000);
+    await advance(9_000);
     expect(agentCalls()).toHaveLength(1);
     fireEvent.click(screen.getByTestId('stop-button'));
     await advance(15 * 60_000);

@@ -3,6 +3,7 @@ import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 
 import {
   AGENT_JOINING_MESSAGE,
+  AGENT_LOST_REQUEST_AFTER_MS,
   AGENT_REQUEST_AFTER_MS,
   AGENT_REQUEST_TIMEOUT_MS,
   AGENT_UNAVAILABLE_MESSAGE,
@@ -144,8 +145,8 @@ describe('retryDelayMs and the notices', () => {
 });
 
 describe('useAgentRequest', () => {
-  it('waits 3.5 s, then sends exactly one request with the session token', async () => {
-    expect(AGENT_REQUEST_AFTER_MS).toBe(3_500);
+  it('waits 8.5 s, then sends exactly one request with the session token', async () => {
+    expect(AGENT_REQUEST_AFTER_MS).toBe(8_500);
     const fetchImpl = fakeFetch();
     const { result } = mount(fetchImpl);
     await advance(AGENT_REQUEST_AFTER_MS - 1);
@@ -312,16 +313,28 @@ describe('useAgentRequest', () => {
     expect(result.current).toBe('none');
   });
 
-  it('starts over when the agent leaves without announcing an end', async () => {
+  it('starts over when the agent leaves without announcing an end, asking sooner than for a first agent', async () => {
+    expect(AGENT_LOST_REQUEST_AFTER_MS).toBe(3_500);
     const fetchImpl = fakeFetch();
-    const { result, rerender } = mount(fetchImpl, { agentPresent: true });
+    const { result, rerender } = mount(fetchImpl, { agentPresent: true, agentIdentity: 'agent-AJ_1' });
     await advance(60_000);
     rerender({ ...WAITING }); // its process died
-    await advance(AGENT_REQUEST_AFTER_MS - 1);
+    await advance(AGENT_LOST_REQUEST_AFTER_MS - 1);
     expect(fetchImpl).not.toHaveBeenCalled();
     await advance(1);
     expect(fetchImpl).toHaveBeenCalledTimes(1);
     expect(result.current).toBe('waiting');
+  });
+
+  it('asks for the first agent of a new session at the first pace, even after losing one in the last session', async () => {
+    const fetchImpl = fakeFetch();
+    const { rerender } = mount(fetchImpl, { agentPresent: true, agentIdentity: 'agent-AJ_1' });
+    await advance(60_000);
+    rerender({ ...WAITING, token: 'tok-2' }); // a new session: its room never had an agent
+    await advance(AGENT_REQUEST_AFTER_MS - 1);
+    expect(fetchImpl).not.toHaveBeenCalled();
+    await advance(1);
+    expect(fetchImpl).toHaveBeenCalledTimes(1);
   });
 
   it("names the agent that left when asking for another, and no agent of another session's room", async () => {
@@ -329,7 +342,7 @@ describe('useAgentRequest', () => {
     const { rerender } = mount(fetchImpl, { agentPresent: true, agentIdentity: 'agent-AJ_1' });
     await advance(60_000);
     rerender({ ...WAITING }); // its worker died: no identity any more, but the page saw which agent it was
-    await advance(AGENT_REQUEST_AFTER_MS);
+    await advance(AGENT_LOST_REQUEST_AFTER_MS);
     expect(JSON.parse(String(fetchImpl.mock.calls[0]![1]?.body))).toEqual({ left: 'agent-AJ_1' });
 
     rerender({ ...WAITING, token: 'tok-2' }); // a new session, a new room: that agent was never in it
@@ -356,7 +369,7 @@ describe('useAgentRequest', () => {
     const { result } = mount(fetchImpl);
     await advance(AGENT_WAIT_LIMIT_MS - 1);
     expect(result.current).toBe('waiting');
-    // At 3.5 s, then every 5 s until the limit: none is sent at or after 10 min.
+    // At 8.5 s, then every 5 s until the limit: none is sent at or after 10 min.
     const sent = fetchImpl.mock.calls.length;
     expect(sent).toBe(Math.floor((AGENT_WAIT_LIMIT_MS - 1 - AGENT_REQUEST_AFTER_MS) / 5_000) + 1);
     await advance(1);

@@ -11,12 +11,17 @@
 import { useEffect, useRef, useState } from 'react';
 
 /**
- * Wait this long before the first request: just past the page service's OFFER_ANSWER_S (3 s), after which it
+ * Wait this long before the first request: just past the page service's OFFER_ANSWER_S (8 s), after which it
  * replaces an offer no worker took (none was registered: a worker reconnecting after a livekit-server restart).
- * Asking sooner cannot change anything; a normal join (1-3 s) is over by then, and a request that finds the
- * agent joining or present makes no new dispatch.
+ * Asking sooner cannot change anything (until then LiveKit may not yet list a job its worker already accepted);
+ * a normal join is over by then, and a request that finds the agent joining or present makes no new dispatch.
  */
-export const AGENT_REQUEST_AFTER_MS = 3_500;
+export const AGENT_REQUEST_AFTER_MS = 8_500;
+/**
+ * After an agent of this session left without ending the conversation (its worker died), the first request comes
+ * sooner: its job is long listed, so the service can tell at once that nobody is coming and offer the room again.
+ */
+export const AGENT_LOST_REQUEST_AFTER_MS = 3_500;
 /** Stop asking this long after the waiting began, and say no agent is available. */
 export const AGENT_WAIT_LIMIT_MS = 10 * 60_000;
 /** A request that has not answered in this long is abandoned and counts as a network failure. */
@@ -142,7 +147,8 @@ export interface AgentRequestOptions {
 
 /**
  * While the room is connected with no agent in it (and the agent did not end the conversation), ask for
- * one `AGENT_REQUEST_AFTER_MS` after the waiting began, then again at the service's pace, until one joins,
+ * one `AGENT_REQUEST_AFTER_MS` after the waiting began (`AGENT_LOST_REQUEST_AFTER_MS` once an agent of this
+ * session was lost), then again at the service's pace, until one joins,
  * the service says the session is no longer valid, or `AGENT_WAIT_LIMIT_MS` has passed. An agent that
  * leaves without announcing an end (its process died) starts the waiting over, so another can take over.
  *
@@ -207,7 +213,8 @@ export function useAgentRequest({
       stop();
       setWait('unavailable');
     }, AGENT_WAIT_LIMIT_MS);
-    next = setTimeout(() => void ask(), AGENT_REQUEST_AFTER_MS);
+    const lost = lastAgent.current?.token === token;
+    next = setTimeout(() => void ask(), lost ? AGENT_LOST_REQUEST_AFTER_MS : AGENT_REQUEST_AFTER_MS);
     return stop;
   }, [needed, token, fetchImpl]);
 
