@@ -27,6 +27,8 @@ from agent.voice import speech
 from agent.voice.conversation import build_conversation
 from agent.voice.research import DISCARDED_OUTPUT
 from realtime_standin import GREETING, RealtimeStandIn
+from realtime_standin.fault_control import drop_connections
+from realtime_standin.session import RealtimeConnection
 from tests.job_double import USER_IDENTITY, TextReader, chat_handler, fake_job, messages, mocked_room, until
 from tests.mcp_fixture import FakeMcpServer, synthetic_source
 
@@ -177,6 +179,31 @@ async def test_greeting_works_while_the_mcp_server_is_down(
         response = await standin.wait_for_server_event("response.done", timeout=10)
         assert response["response"]["status"] == "completed"
     assert rig.messages == []
+
+
+async def test_a_greeting_whose_request_the_models_link_lost_is_asked_for_again(
+    standin: RealtimeStandIn, http: aiohttp.ClientSession, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The model's sockets drop after the greeting was requested and before the model began it (the soak's dropped
+    model hit a room as it opened): the plugin reconnects and fails the request, the agent listens in silence, and
+    the person never hears the greeting. The agent asks for it again once the link is back."""
+    lost: list[asyncio.Task[tuple[int, bool]]] = []
+    answer = RealtimeConnection._on_response_create
+
+    def first_request_lost(self: RealtimeConnection, event: dict[str, Any]) -> None:
+        if not lost:  # the link goes away with the greeting's request on it, unanswered
+            lost.append(asyncio.get_running_loop().create_task(drop_connections(standin, mid_answer=False, within_s=0)))
+            return
+        answer(self, event)
+
+    monkeypatch.setattr(RealtimeConnection, "_on_response_create", first_request_lost)
+    dead = FakeMcpServer()  # the greeting needs no search
+    async with Rig(dead.url, standin, http, greet=True):
+        done = await standin.wait_for_server_event("response.output_audio_transcript.done", timeout=10)
+        assert done["transcript"] == GREETING
+        assert await lost[0] == (1, False)  # one socket dropped, with no answer streaming on it
+    assert len(standin.connections) == 2  # the greeting came on the reconnected link
+    assert len(standin.client_events("response.create")) == 2
 
 
 async def test_typed_chat_is_a_new_turn_and_is_researched(

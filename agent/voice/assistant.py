@@ -59,6 +59,9 @@ _RAW_SCHEMA: dict[str, Any] = {"name": TOOL_NAME, "description": TOOL_DESCRIPTIO
 # How long a call that was open when the user started a new turn may take to reach the tool before it
 # counts as dropped by the framework (it drops calls whose turn is interrupted before it begins).
 DROPPED_CALL_GRACE_S = 1.0
+# How many times the greeting is asked for in all: a first request and the ones that replace a request the model's
+# link lost (a link failing over and over ends the session instead, so this only bounds a run of bad luck).
+GREETING_ATTEMPTS = 3
 
 
 class LexvozAgent(Agent):
@@ -70,6 +73,8 @@ class LexvozAgent(Agent):
         self._greet = greet
         self._background: set[asyncio.Task[None]] = set()
         self._correction: SpeechHandle | None = None
+        self._greetings_asked = 0
+        self._user_took_turn = False
         self.ended = False
 
     async def on_enter(self) -> None:
@@ -80,7 +85,34 @@ class LexvozAgent(Agent):
         if rt is not None:
             rt.on("input_speech_started", self._on_speech_started)
         if self._greet:
-            self.session.generate_reply(instructions=GREETING)
+            self._ask_greeting()
+
+    def _ask_greeting(self) -> None:
+        self._greetings_asked += 1
+        self.session.generate_reply(instructions=GREETING).add_done_callback(self._on_greeting_done)
+
+    def _on_greeting_done(self, handle: SpeechHandle) -> None:
+        """A greeting whose request the model's link lost is asked for again.
+
+        When the Realtime connection drops after the greeting was requested and before the model began it, the
+        plugin reconnects and fails the pending request ("pending response discarded due to session
+        reconnection"); the framework then sets the agent to "listening" and nothing else happens. The person
+        hears silence and never gets the greeting's notice that this is guidance, not legal advice. By the time
+        the request fails the link is back, so asking again is enough. Not when the person already spoke or
+        typed (their turn is answered instead), the greeting was interrupted, or the conversation is over."""
+        error = handle.exception()
+        if error is None or handle.interrupted or self.ended or self._user_took_turn:
+            return
+        if self._greetings_asked >= GREETING_ATTEMPTS:
+            logger.warning(
+                "greeting failed %d times (%s); not asked again", self._greetings_asked, type(error).__name__
+            )
+            return
+        logger.warning("greeting request failed (%s); asking for it again", type(error).__name__)
+        try:
+            self._ask_greeting()
+        except RuntimeError as exc:  # the session is closing: nobody is left to greet
+            logger.info("greeting not asked again: %s", exc)
 
     async def on_exit(self) -> None:
         """The session is closing (the person left, the time limit, a failed model): from here on the
@@ -95,6 +127,7 @@ class LexvozAgent(Agent):
 
     def on_new_user_turn(self) -> None:
         """Advance the guard, and make sure no call of the superseded turn stays unanswered."""
+        self._user_took_turn = True
         self.research.new_user_turn()
         self._drop_correction()
         open_calls = [] if self.ended else self._unanswered_calls()

@@ -65,7 +65,12 @@ log = logging.getLogger("lexvoz.web")
 # Rooms whose last dispatch time is remembered; past this the oldest is forgotten (it could then ask early once).
 MAX_TRACKED_ROOMS: Final = 10_000
 # A job livekit-server says is pending or running, with no agent in the room yet: it is on its way for this long.
-JOB_START_GRACE_S: Final = 60.0
+# livekit-server never marks a job whose worker died before its agent joined (it keeps the job as assigned), so
+# past this the job is taken for lost and the room is offered again. A job process that is not ready in 10 s is
+# killed by livekit-agents (`initialize_process_timeout`), and a ready one joins in a few seconds (at most 3.7 s
+# over 323 jobs in an hour's soak on a saturated host). Too short costs one spare job, not a second agent: the
+# worker whose agent finds another one in the room ends its job at once. Too long leaves the person waiting.
+JOB_START_GRACE_S: Final = 15.0
 # A dispatch listed with no job may still have one for this long. A registered worker answers an offer at once
 # (its admission is a count in memory), but livekit-server (1.13.5) records the job in the room's dispatch only
 # once it has asked every agent server whether it serves that agent, which takes up to its CheckEnabledTimeout
@@ -218,10 +223,11 @@ def agent_joining(dispatch: api.AgentDispatch, now: float, gone: str | None = No
     """A worker accepted this dispatch's job and its agent may still be starting.
 
     livekit-server stamps times in Unix nanoseconds, and the room keeps a job as it was assigned, not always
-    its later status, so a job counts only within its grace. Nor does the room's record change when the agent
-    leaves: a job whose agent the caller saw leave (`gone`, the identity livekit-server gave it on assignment)
-    is not coming, so a worker that died a minute into a conversation does not hold the room for the rest of
-    the grace. A caller can only speed up its own room's next offer this way, at the usual pace."""
+    its later status (a worker that died between accepting the job and joining leaves it "running" for good),
+    so a job counts only within its grace. Nor does the room's record change when the agent leaves: a job whose
+    agent the caller saw leave (`gone`, the identity livekit-server gave it on assignment) is not coming, so a
+    worker that died seconds into a conversation does not hold the room for the rest of the grace. A caller can
+    only speed up its own room's next offer this way, at the usual pace."""
     return any(
         j.state.status in _COMING
         and now - j.state.started_at / 1e9 < JOB_START_GRACE_S

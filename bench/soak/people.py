@@ -312,8 +312,14 @@ class Page:
                     await self._until_speaking()
                 kind = "barge_in" if barge else ("typed" if asked % 2 == 0 else "spoken")
                 question = await self.ask(kind, seen)
+                if question.told == "agent_left":
+                    # The agent was lost before it answered (its worker died): the page asks for another, and the
+                    # person asks the new agent again. Counting this question would let the last one of a visit
+                    # end the visit here, at the loss, leaving the page's recovery unseen and the visit judged
+                    # neither told nor recovered.
+                    continue
                 asked += 1
-                if question.told not in (None, "agent_left"):
+                if question.told is not None:
                     break  # the page said the conversation is over: this person leaves
                 if question.outcome == "completed" and self.rng.random() < self.opts.barge_in_share:
                     continue  # the next question barges in over this answer

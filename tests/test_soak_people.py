@@ -1,0 +1,68 @@
+"""The soak's simulated person (bench/soak/people.py): what a visit does when its agent is lost mid-question.
+
+The room, the agent and the answers are scripted here; what is tested is the visit's own rule for going on, which
+the soak's judgement of each conversation (bench/soak/figures.py) depends on.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+
+import aiohttp
+
+from bench.soak.faults import Fault
+from bench.soak.figures import told_or_recovered
+from bench.soak.people import Page, PeopleOptions, Question
+
+STUCK_AFTER_S = 30.0
+
+
+class ScriptedPage(Page):
+    """A visit whose every step is scripted: an agent is always ready, and each question ends as `endings` say."""
+
+    def __init__(self, http: aiohttp.ClientSession, endings: list[tuple[str | None, str | None]]) -> None:
+        opts = PeopleOptions(web_url="http://127.0.0.1:1", questions_per_visit=(1, 1), barge_in_share=0.0)
+        super().__init__(0, opts, http, random.Random(1))
+        self.endings = endings  # (outcome, told) for each question in turn
+        self.agents_waited_for = 0
+
+    async def open(self, stop_at: float) -> bool:
+        return True
+
+    async def agent_ready(self) -> str:
+        self.agents_waited_for += 1
+        return "ok"
+
+    async def ask(self, kind: str, seen: set[str]) -> Question:
+        outcome, told = self.endings.pop(0)
+        now = time.monotonic()
+        question = Question(kind, asked_at=now, outcome=outcome, told=told, ended_at=now if outcome else None)
+        self.visit.questions.append(question)
+        return question
+
+    async def leave(self) -> None:
+        self.visit.left_at = time.monotonic()
+
+
+async def test_a_question_cut_off_by_a_lost_agent_is_asked_again_of_the_next_agent(
+    http: aiohttp.ClientSession,
+) -> None:
+    """The soak's worker restart killed the agent while a person's last question waited for its search to start;
+    the page judged the agent lost by its silence and would have asked for another, but the person, its questions
+    all asked, left at that moment: the visit showed neither a Spanish message nor an answer after the fault, and
+    counted as not told. A person asks the new agent again, so the visit shows whether the page recovered."""
+    page = ScriptedPage(http, [(None, "agent_left"), ("completed", None)])
+    fault = Fault("worker_restarted", injected_at=page.visit.opened_at, cleared_at=page.visit.opened_at + 30)
+    visit = await page.run(stop_at=time.monotonic() + 60)
+    assert [q.told or q.outcome for q in visit.questions] == ["agent_left", "completed"]
+    assert page.agents_waited_for == 2  # the person waited for the next agent before asking again
+    assert told_or_recovered(visit, [fault], STUCK_AFTER_S)
+
+
+async def test_a_question_the_page_ended_with_a_message_ends_the_visit(http: aiohttp.ClientSession) -> None:
+    """What the page said ends the conversation (the session or the voice model gone): the person leaves."""
+    page = ScriptedPage(http, [(None, "session_ended"), ("completed", None)])
+    page.opts.questions_per_visit = (2, 2)
+    visit = await page.run(stop_at=time.monotonic() + 60)
+    assert [q.told for q in visit.questions] == ["session_ended"]
