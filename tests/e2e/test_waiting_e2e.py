@@ -10,14 +10,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import aiohttp
 import pytest
 from livekit import api
 
-from agent.web.dispatch import OFFER_ANSWER_S, LiveKitRooms
+from agent.web.dispatch import OFFER_ANSWER_S
 from tests.e2e.conftest import E2EStack, livekit_rooms, running_stack
 from tests.person import Person
 
@@ -32,87 +32,99 @@ def e2e_stack(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathF
     yield from running_stack(request, tmp_path_factory, worker_env={"LEXVOZ_MAX_JOBS": "1"})
 
 
-async def _ask_for_agent(http: aiohttp.ClientSession, stack: E2EStack, person: Person) -> tuple[int, dict[str, Any]]:
-    url = f"{stack.stack.web_url}api/agent"
-    headers = {"Authorization": f"Bearer {person.session['token']}"}
-    async with http.post(url, headers=headers, timeout=aiohttp.ClientTimeout(total=10)) as resp:
-        return resp.status, await resp.json()
+class Visits:
+    """People who open rooms through the page service during one test, all closed at its end."""
+
+    def __init__(self, stack: E2EStack, http: aiohttp.ClientSession) -> None:
+        self.stack = stack
+        self.http = http
+        self.rooms = livekit_rooms(stack)
+        self.people: list[Person] = []
+
+    async def person(self) -> Person:
+        """A new person in a new room, connected, as the page does after `POST /api/session`."""
+        person = await Person.from_page_service(self.stack.stack.web_url, self.http)
+        self.people.append(person)
+        await person.connect()
+        return person
+
+    async def leave(self, person: Person) -> None:
+        self.people.remove(person)
+        await person.aclose()
+
+    async def ask_for_agent(self, person: Person) -> tuple[int, dict[str, Any]]:
+        """What the page does while no agent has joined: `POST /api/agent` with its join token."""
+        url = f"{self.stack.stack.web_url}api/agent"
+        headers = {"Authorization": f"Bearer {person.session['token']}"}
+        async with self.http.post(url, headers=headers, timeout=aiohttp.ClientTimeout(total=10)) as resp:
+            return resp.status, await resp.json()
+
+    async def dispatches(self, person: Person) -> list[api.AgentDispatch]:
+        return [d for d in await self.rooms._lk().agent_dispatch.list_dispatch(person.name) if d.agent_name == "lexvoz"]
+
+    async def agents_in(self, person: Person) -> int:
+        listed = await self.rooms._lk().room.list_participants(api.ListParticipantsRequest(room=person.name))
+        return sum(1 for p in listed.participants if p.kind == api.ParticipantInfo.Kind.AGENT)
 
 
-async def _agents_in(rooms: LiveKitRooms, room: str) -> int:
-    lk = rooms._lk()
-    listed = await lk.room.list_participants(api.ListParticipantsRequest(room=room))
-    return sum(1 for p in listed.participants if p.kind == api.ParticipantInfo.Kind.AGENT)
+@contextlib.asynccontextmanager
+async def visits(stack: E2EStack) -> AsyncIterator[Visits]:
+    async with aiohttp.ClientSession() as http:
+        v = Visits(stack, http)
+        try:
+            yield v
+        finally:
+            for person in v.people:
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(person.aclose(), 10)
+            await v.rooms.aclose()
 
 
 async def test_a_person_who_arrives_when_the_worker_is_full_is_served_once_a_slot_frees(e2e_stack: E2EStack) -> None:
-    rooms = livekit_rooms(e2e_stack)
-    people: list[Person] = []
-    async with aiohttp.ClientSession() as http:
-        try:
-            first = await Person.from_page_service(e2e_stack.stack.web_url, http)
-            people.append(first)
-            await first.connect()
-            await first.wait_until_listening(60)
-            status, body = await _ask_for_agent(http, e2e_stack, first)
-            assert (status, body["agent"]) == (200, "present")  # never a second agent in a served room
+    async with visits(e2e_stack) as v:
+        first = await v.person()
+        await first.wait_until_listening(60)
+        status, body = await v.ask_for_agent(first)
+        assert (status, body["agent"]) == (200, "present")  # never a second agent in a served room
 
-            second = await Person.from_page_service(e2e_stack.stack.web_url, http)
-            people.append(second)
-            await second.connect()
-            # The worker's one slot is taken: livekit-server's offer of this room is refused, and nothing
-            # brings an agent while the first conversation lasts.
-            with pytest.raises(TimeoutError):
-                await second.wait_for(lambda: second.agent_identity, "an agent while the worker is full", 12)
-            status, body = await _ask_for_agent(http, e2e_stack, second)
-            assert (status, body["agent"]) == (202, "requested"), body
-            status, body = await _ask_for_agent(http, e2e_stack, second)
-            assert (status, body["agent"]) == (202, "offered"), body  # the new offer may still be out
+        second = await v.person()
+        # The worker's one slot is taken: livekit-server's offer of this room is refused, and nothing
+        # brings an agent while the first conversation lasts.
+        with pytest.raises(TimeoutError):
+            await second.wait_for(lambda: second.agent_identity, "an agent while the worker is full", 12)
+        status, body = await v.ask_for_agent(second)
+        assert (status, body["agent"]) == (202, "requested"), body
+        status, body = await v.ask_for_agent(second)
+        assert (status, body["agent"]) == (202, "offered"), body  # the new offer may still be out
 
-            await first.aclose()  # the first person leaves: the worker's slot frees
-            people.remove(first)
-            deadline = time.monotonic() + SERVED_WITHIN_S
-            while second.agent_identity is None and time.monotonic() < deadline:
-                status, body = await _ask_for_agent(http, e2e_stack, second)
-                assert status in (200, 202, 429), body
-                with contextlib.suppress(TimeoutError):
-                    await second.wait_for(lambda: second.agent_identity, "an agent", RETRY_S)
-            assert second.agent_identity is not None, "the waiting person never got an agent after the slot freed"
-            await second.wait_until_listening(60)
-            _started, outcome = await second.ask(typed=e2e_stack.question, within=60, exclude=set())
-            assert outcome.type == "completed" and outcome.body["sources"], outcome.body
+        await v.leave(first)  # the first person leaves: the worker's slot frees
+        deadline = time.monotonic() + SERVED_WITHIN_S
+        while second.agent_identity is None and time.monotonic() < deadline:
+            status, body = await v.ask_for_agent(second)
+            assert status in (200, 202, 429), body
+            with contextlib.suppress(TimeoutError):
+                await second.wait_for(lambda: second.agent_identity, "an agent", RETRY_S)
+        assert second.agent_identity is not None, "the waiting person never got an agent after the slot freed"
+        await second.wait_until_listening(60)
+        _started, outcome = await second.ask(typed=e2e_stack.question, within=60, exclude=set())
+        assert outcome.type == "completed" and outcome.body["sources"], outcome.body
 
-            # Asking on while served brings no second agent.
-            for _ in range(3):
-                status, body = await _ask_for_agent(http, e2e_stack, second)
-                assert (status, body["agent"]) == (200, "present")
-            assert await _agents_in(rooms, second.name) == 1
-        finally:
-            for person in people:
-                with contextlib.suppress(Exception):
-                    await asyncio.wait_for(person.aclose(), 10)
-            await rooms.aclose()
+        # Asking on while served brings no second agent.
+        for _ in range(3):
+            status, body = await v.ask_for_agent(second)
+            assert (status, body["agent"]) == (200, "present")
+        assert await v.agents_in(second) == 1
 
 
 async def test_a_fresh_room_counts_its_first_offer_as_still_out(e2e_stack: E2EStack) -> None:
     """Right after joining, before any worker answered, the room must not get a second offer."""
-    rooms = livekit_rooms(e2e_stack)
-    async with aiohttp.ClientSession() as http:
-        person = await Person.from_page_service(e2e_stack.stack.web_url, http)
-        try:
-            await person.connect()
-            view = await rooms.view(person.name, person.session["identity"], "lexvoz")
-            assert view is not None and view.caller_present
-            assert view.agent_present or view.agent_joining or view.offer_pending
-            status, body = await _ask_for_agent(http, e2e_stack, person)
-            assert status in (200, 202) and body["agent"] in ("present", "joining", "offered"), body
-        finally:
-            await asyncio.wait_for(person.aclose(), 10)
-            await rooms.aclose()
-
-
-async def _our_dispatches(rooms: LiveKitRooms, room: str) -> list[api.AgentDispatch]:
-    return [d for d in await rooms._lk().agent_dispatch.list_dispatch(room) if d.agent_name == "lexvoz"]
+    async with visits(e2e_stack) as v:
+        person = await v.person()
+        view = await v.rooms.view(person.name, person.session["identity"], "lexvoz")
+        assert view is not None and view.caller_present
+        assert view.agent_present or view.agent_joining or view.offer_pending
+        status, body = await v.ask_for_agent(person)
+        assert status in (200, 202) and body["agent"] in ("present", "joining", "offered"), body
 
 
 async def test_a_room_made_while_no_worker_is_registered_is_served_once_one_is(e2e_stack: E2EStack) -> None:
@@ -120,30 +132,21 @@ async def test_a_room_made_while_no_worker_is_registered_is_served_once_one_is(e
     and those rooms' dispatches go to no worker. Once a worker is registered, the page's next request replaces
     the dead dispatch at once (no waiting out livekit-server's 10 s offer window), and the room gets one agent."""
     stack = e2e_stack.stack
-    rooms = livekit_rooms(e2e_stack)
-    person: Person | None = None
-    async with aiohttp.ClientSession() as http:
-        try:
-            stack.stop_child("worker")
-            person = await Person.from_page_service(stack.web_url, http)
-            await person.connect()
-            first = await _our_dispatches(rooms, person.name)
-            assert len(first) == 1 and not first[0].state.jobs, first
-            made = time.monotonic()
-            await asyncio.to_thread(stack.start_worker)  # returns once the worker is registered
-            await asyncio.sleep(max(0.0, made + OFFER_ANSWER_S + 0.5 - time.monotonic()))
-            status, body = await _ask_for_agent(http, e2e_stack, person)
-            assert (status, body["agent"]) == (202, "requested"), body
-            now = await _our_dispatches(rooms, person.name)
-            assert [d.id for d in now] != [first[0].id] and len(now) == 1, now  # replaced, not added to
-            await person.wait_for(lambda: person.agent_identity if person else None, "an agent", 30)
-            await person.wait_until_listening(60)
-            assert await _agents_in(rooms, person.name) == 1
-        finally:
-            if person is not None:
-                with contextlib.suppress(Exception):
-                    await asyncio.wait_for(person.aclose(), 10)
-            await rooms.aclose()
+    async with visits(e2e_stack) as v:
+        stack.stop_child("worker")
+        person = await v.person()
+        first = await v.dispatches(person)
+        assert len(first) == 1 and not first[0].state.jobs, first
+        made = time.monotonic()
+        await asyncio.to_thread(stack.start_worker)  # returns once the worker is registered
+        await asyncio.sleep(max(0.0, made + OFFER_ANSWER_S + 0.5 - time.monotonic()))
+        status, body = await v.ask_for_agent(person)
+        assert (status, body["agent"]) == (202, "requested"), body
+        now = await v.dispatches(person)
+        assert [d.id for d in now] != [first[0].id] and len(now) == 1, now  # replaced, not added to
+        await person.wait_for(lambda: person.agent_identity, "an agent", 30)
+        await person.wait_until_listening(60)
+        assert await v.agents_in(person) == 1
 
 
 async def test_a_job_accepted_before_livekit_lists_it_is_not_cut_off_by_a_request_for_an_agent(
@@ -155,35 +158,26 @@ async def test_a_job_accepted_before_livekit_lists_it_is_not_cut_off_by_a_reques
     had just accepted: the page's first agent left as it arrived (a browser test's failure showed it). The service
     counts such a dispatch as an offer still out, and the room keeps its first dispatch and its one agent."""
     stack = e2e_stack.stack
-    rooms = livekit_rooms(e2e_stack)
-    person: Person | None = None
-    async with aiohttp.ClientSession() as http:
-        try:
-            stack.stop_child("worker")
-            await asyncio.to_thread(stack.start_worker)  # a registration: livekit-server asks its agent servers anew
-            person = await Person.from_page_service(stack.web_url, http)
-            made = time.monotonic()
-            await person.connect()
-            first = await _our_dispatches(rooms, person.name)
-            assert len(first) == 1, first
-            listed_after: float | None = None
-            asked = False
-            while time.monotonic() - made < OFFER_ANSWER_S + 2:
-                now = await _our_dispatches(rooms, person.name)
-                assert [d.id for d in now] == [first[0].id], now  # never deleted, never added to
-                if listed_after is None and now[0].state.jobs:
-                    listed_after = time.monotonic() - made
-                if not asked and time.monotonic() - made > 3.5:  # when the page used to ask first
-                    asked = True
-                    status, body = await _ask_for_agent(http, e2e_stack, person)
-                    assert body.get("agent") in ("present", "joining", "offered"), (status, body)
-                await asyncio.sleep(0.25)
-            assert listed_after is not None and listed_after < OFFER_ANSWER_S, listed_after
-            await person.wait_until_listening(60)
-            await asyncio.sleep(2)  # an ended job's agent would be leaving by now
-            assert not person.agent_left and await _agents_in(rooms, person.name) == 1
-        finally:
-            if person is not None:
-                with contextlib.suppress(Exception):
-                    await asyncio.wait_for(person.aclose(), 10)
-            await rooms.aclose()
+    async with visits(e2e_stack) as v:
+        stack.stop_child("worker")
+        await asyncio.to_thread(stack.start_worker)  # a registration: livekit-server asks its agent servers anew
+        made = time.monotonic()
+        person = await v.person()
+        first = await v.dispatches(person)
+        assert len(first) == 1, first
+        listed_after: float | None = None
+        asked = False
+        while time.monotonic() - made < OFFER_ANSWER_S + 2:
+            now = await v.dispatches(person)
+            assert [d.id for d in now] == [first[0].id], now  # never deleted, never added to
+            if listed_after is None and now[0].state.jobs:
+                listed_after = time.monotonic() - made
+            if not asked and time.monotonic() - made > 3.5:  # when the page used to ask first
+                asked = True
+                status, body = await v.ask_for_agent(person)
+                assert body.get("agent") in ("present", "joining", "offered"), (status, body)
+            await asyncio.sleep(0.25)
+        assert listed_after is not None and listed_after < OFFER_ANSWER_S, listed_after
+        await person.wait_until_listening(60)
+        await asyncio.sleep(2)  # an ended job's agent would be leaving by now
+        assert not person.agent_left and await v.agents_in(person) == 1
