@@ -53,6 +53,11 @@ AGENT_REQUEST_AFTER_S = 8.5
 AGENT_LOST_REQUEST_AFTER_S = 3.5
 
 
+def first_agent_request_after_s(lost_one: bool) -> float:
+    """When the page first asks for an agent: sooner once it lost one (its job is long listed)."""
+    return AGENT_LOST_REQUEST_AFTER_S if lost_one else AGENT_REQUEST_AFTER_S
+
+
 def tone_frames(seconds: float = 1.0, level: float = 0.3) -> list[rtc.AudioFrame]:
     """Three voice-band tones, loud enough for the stand-in's VAD after resampling and Opus."""
     n = int(SAMPLE_RATE * seconds)
@@ -193,7 +198,7 @@ class Person:
         AGENT_LOST_REQUEST_AFTER_S, when it lost one). Returns how many times it asked."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + within
-        pause = AGENT_LOST_REQUEST_AFTER_S if self.agent_identity else AGENT_REQUEST_AFTER_S
+        pause = first_agent_request_after_s(self.agent_identity is not None)
         asked = 0
         while True:
             remaining = deadline - loop.time()

@@ -22,14 +22,7 @@ import aiohttp
 from livekit import rtc
 
 from bench.load import TYPED_QUESTIONS
-from tests.person import (
-    AGENT_LOST_REQUEST_AFTER_S,
-    AGENT_REQUEST_AFTER_S,
-    AGENT_STATE_ATTRIBUTE,
-    CHAT_TOPIC,
-    TERMINAL,
-    Person,
-)
+from tests.person import AGENT_STATE_ATTRIBUTE, CHAT_TOPIC, TERMINAL, Person, first_agent_request_after_s
 
 FAILURE_ATTRIBUTE = "lexvoz.failure"
 
@@ -244,7 +237,7 @@ class Page:
         assert person is not None
         loop = asyncio.get_running_loop()
         deadline = loop.time() + within
-        pause = AGENT_LOST_REQUEST_AFTER_S if person.agent_identity else AGENT_REQUEST_AFTER_S
+        pause = first_agent_request_after_s(person.agent_identity is not None)
         while True:
             remaining = deadline - loop.time()
             if remaining <= 0:

@@ -81,16 +81,11 @@ function chromiumArgs(audioFile) {
  * state that lasts less than its interval (the greeting's "hablando" can be short).
  */
 function recordAgentStates() {
-  const seen = [];
-  const times = []; // when each state in `seen` began (Date.now(), the scripts' own clock)
+  const seen = []; // { state, at }: each state shown and when it began (Date.now(), the scripts' own clock)
   window.__lexvozAgentStates = seen;
-  window.__lexvozAgentStateTimes = times;
   const note = () => {
     const text = document.querySelector('[data-testid="agent-state"]')?.textContent ?? null;
-    if (text !== null && seen[seen.length - 1] !== text) {
-      seen.push(text);
-      times.push(Date.now());
-    }
+    if (text !== null && seen[seen.length - 1]?.state !== text) seen.push({ state: text, at: Date.now() });
   };
   new MutationObserver(note).observe(document, { subtree: true, childList: true, characterData: true });
   document.addEventListener('DOMContentLoaded', note);
@@ -142,14 +137,12 @@ export async function agentState(page) {
 }
 
 export async function agentStatesSeen(page) {
-  return page.evaluate(() => [...(window.__lexvozAgentStates ?? [])]);
+  return (await agentStateLog(page)).map((entry) => entry.state);
 }
 
 /** The agent states seen so far, each with the time it began (ms since the epoch). */
 export async function agentStateLog(page) {
-  return page.evaluate(() =>
-    (window.__lexvozAgentStates ?? []).map((state, i) => ({ state, at: window.__lexvozAgentStateTimes[i] })),
-  );
+  return page.evaluate(() => [...(window.__lexvozAgentStates ?? [])]);
 }
 
 /** Whether the agent was in `state` at any moment between `from` and `to` (ms since the epoch). */
@@ -178,8 +171,8 @@ export async function waitForAgentState(page, states, timeoutMs) {
  * Click Start and wait for the agent to join and settle: the phase every scenario begins with.
  *
  * livekit-server offers a room to the workers once; a worker that refuses it (at its job limit) leaves the
- * room without an agent until the page asks for one again (POST /api/agent, 5 s after joining, then at the
- * service's pace; a new offer goes out once the first is 10 s old). So the first attempt waits long enough
+ * room without an agent until the page asks for one again (POST /api/agent, 8.5 s after joining, then at the
+ * service's pace; a new offer goes out once the first is 8 s old). So the first attempt waits long enough
  * for that; if no agent comes even so, like a person would, press Stop and Start again, at most `attempts`
  * times; the caller reports how many it took. `readyMs` counts from the last click (at `clickedAt`), which is
  * also when the page opens the (fake) microphone.

@@ -180,6 +180,8 @@ export function useAgentRequest({
     let requestTimeout: ReturnType<typeof setTimeout> | undefined;
     let inFlight: AbortController | null = null;
     let paceMs = DEFAULT_RETRY_S * 1_000;
+    // The agent this session's room lost, if any (one of another session's room was never in this one).
+    const lostAgent = () => (lastAgent.current?.token === token ? lastAgent.current.identity : undefined);
 
     const stop = () => {
       stopped = true;
@@ -193,8 +195,7 @@ export function useAgentRequest({
       const controller = new AbortController();
       inFlight = controller;
       requestTimeout = setTimeout(() => controller.abort(), AGENT_REQUEST_TIMEOUT_MS);
-      const left = lastAgent.current?.token === token ? lastAgent.current.identity : undefined;
-      const answer = await requestAgent(token, controller.signal, fetchImpl, left);
+      const answer = await requestAgent(token, controller.signal, fetchImpl, lostAgent());
       clearTimeout(requestTimeout);
       if (stopped) return; // stopped while it was in flight: nothing of it may show or schedule
       inFlight = null;
@@ -213,8 +214,7 @@ export function useAgentRequest({
       stop();
       setWait('unavailable');
     }, AGENT_WAIT_LIMIT_MS);
-    const lost = lastAgent.current?.token === token;
-    next = setTimeout(() => void ask(), lost ? AGENT_LOST_REQUEST_AFTER_MS : AGENT_REQUEST_AFTER_MS);
+    next = setTimeout(() => void ask(), lostAgent() ? AGENT_LOST_REQUEST_AFTER_MS : AGENT_REQUEST_AFTER_MS);
     return stop;
   }, [needed, token, fetchImpl]);
 
