@@ -206,6 +206,52 @@ async def test_a_greeting_whose_request_the_models_link_lost_is_asked_for_again(
     assert len(standin.client_events("response.create")) == 2
 
 
+async def test_a_greeting_cut_off_as_it_began_by_a_lost_model_link_is_asked_for_again(
+    standin: RealtimeStandIn, http: aiohttp.ClientSession, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The model's sockets drop while the greeting is streaming (the soak's dropped model hit a room as it opened):
+    the plugin reconnects and closes the generation it had begun ("in-progress generation discarded"), so the
+    greeting's speech ends as if finished, with no error and not interrupted, and the agent listens in silence
+    after half a sentence. The agent asks for the greeting again once the link is back."""
+    lost: list[asyncio.Task[tuple[int, bool]]] = []
+    answer = RealtimeConnection._on_response_create
+
+    def first_answer_cut(self: RealtimeConnection, event: dict[str, Any]) -> None:
+        answer(self, event)
+        if not lost:  # the link goes away once the greeting has begun streaming
+            lost.append(asyncio.get_running_loop().create_task(drop_connections(standin, mid_answer=True, within_s=5)))
+
+    monkeypatch.setattr(RealtimeConnection, "_on_response_create", first_answer_cut)
+    dead = FakeMcpServer()  # the greeting needs no search
+    async with Rig(dead.url, standin, http, greet=True):
+        dropped, streaming = await lost[0]
+        assert (dropped, streaming) == (1, True)  # cut while the greeting streamed
+        done = await standin.wait_for_server_event(
+            "response.output_audio_transcript.done", lambda e: e["transcript"] == GREETING, timeout=15
+        )
+        assert done["transcript"] == GREETING
+    assert len(standin.connections) == 2  # the whole greeting came on the reconnected link
+    assert len(standin.client_events("response.create")) == 2
+
+
+async def test_a_greeting_the_model_finished_is_not_asked_again_when_the_link_drops_as_it_plays(
+    standin: RealtimeStandIn, http: aiohttp.ClientSession
+) -> None:
+    """The model sent the whole greeting and the link drops while its audio is still playing out: nothing was
+    lost, so the person must not hear the greeting twice."""
+    dead = FakeMcpServer()
+    async with Rig(dead.url, standin, http, greet=True) as rig:
+        await standin.wait_for_server_event("response.done", timeout=10)
+        greeting = rig.session.current_speech
+        assert greeting is not None  # still playing
+        mark = len(standin.received)
+        await drop_connections(standin, mid_answer=False, within_s=0)
+        await standin.wait_for_client_event("session.update", after=mark, timeout=10)  # the link is back
+        await asyncio.wait_for(greeting.wait_for_playout(), 15)
+        await asyncio.sleep(1.0)  # a re-asked greeting would be requested at once
+    assert len(standin.client_events("response.create")) == 1
+
+
 async def test_typed_chat_is_a_new_turn_and_is_researched(
     standin: RealtimeStandIn, http: aiohttp.ClientSession, mcp: FakeMcpServer
 ) -> None:

@@ -74,6 +74,8 @@ class LexvozAgent(Agent):
         self._background: set[asyncio.Task[None]] = set()
         self._correction: SpeechHandle | None = None
         self._greetings_asked = 0
+        self._greeting_open = False  # asked for, and the model has not finished it
+        self._greeting_cut = False  # the model's link was lost while the greeting was open
         self._user_took_turn = False
         self.ended = False
 
@@ -84,31 +86,48 @@ class LexvozAgent(Agent):
             rt = None
         if rt is not None:
             rt.on("input_speech_started", self._on_speech_started)
+            rt.on("openai_server_event_received", self._on_model_event)
+            rt.on("session_reconnected", self._on_model_link_restored)
         if self._greet:
             self._ask_greeting()
 
     def _ask_greeting(self) -> None:
         self._greetings_asked += 1
+        self._greeting_open, self._greeting_cut = True, False
         self.session.generate_reply(instructions=GREETING).add_done_callback(self._on_greeting_done)
 
-    def _on_greeting_done(self, handle: SpeechHandle) -> None:
-        """A greeting whose request the model's link lost is asked for again.
+    def _on_model_event(self, event: Any) -> None:
+        if isinstance(event, dict) and event.get("type") == "response.done":
+            self._greeting_open = False  # the model finished a response: the greeting, or a turn after it
 
-        When the Realtime connection drops after the greeting was requested and before the model began it, the
-        plugin reconnects and fails the pending request ("pending response discarded due to session
-        reconnection"); the framework then sets the agent to "listening" and nothing else happens. The person
-        hears silence and never gets the greeting's notice that this is guidance, not legal advice. By the time
-        the request fails the link is back, so asking again is enough. Not when the person already spoke or
-        typed (their turn is answered instead), the greeting was interrupted, or the conversation is over."""
+    def _on_model_link_restored(self, _event: Any) -> None:
+        if self._greeting_open:
+            self._greeting_cut = True
+
+    def _on_greeting_done(self, handle: SpeechHandle) -> None:
+        """A greeting the model's link lost is asked for again.
+
+        When the Realtime connection drops before the model finished the greeting, the plugin reconnects and
+        either fails the request ("pending response discarded", when the model had not begun it) or closes the
+        generation it had begun ("in-progress generation discarded"). The second ends the speech as if it were
+        finished: no error, not interrupted, half a sentence said. Either way the framework then sets the agent
+        to "listening" and nothing else happens: the person hears silence and never gets the greeting's notice
+        that this is guidance, not legal advice. So a greeting counts as lost when its request failed or the
+        link was restored before the model's `response.done`; a greeting the model finished and that was still
+        playing when the link dropped is not asked again. By the time the speech ends the link is back, so
+        asking again is enough. Not when the person already spoke or typed (their turn is answered instead),
+        the greeting was interrupted, or the conversation is over."""
+        self._greeting_open = False
         error = handle.exception()
-        if error is None or handle.interrupted or self.ended or self._user_took_turn:
+        if error is None and not self._greeting_cut:
             return
+        if handle.interrupted or self.ended or self._user_took_turn:
+            return
+        cause = type(error).__name__ if error is not None else "generation cut by a reconnection"
         if self._greetings_asked >= GREETING_ATTEMPTS:
-            logger.warning(
-                "greeting failed %d times (%s); not asked again", self._greetings_asked, type(error).__name__
-            )
+            logger.warning("greeting lost %d times (%s); not asked again", self._greetings_asked, cause)
             return
-        logger.warning("greeting request failed (%s); asking for it again", type(error).__name__)
+        logger.warning("greeting lost (%s); asking for it again", cause)
         try:
             self._ask_greeting()
         except RuntimeError as exc:  # the session is closing: nobody is left to greet
