@@ -25,6 +25,7 @@ from agent.ops.telemetry import setup_tracing
 from agent.settings import Settings
 from agent.voice import speech
 from agent.voice.conversation import build_conversation
+from agent.voice.lost_replies import REANSWER
 from agent.voice.research import DISCARDED_OUTPUT
 from realtime_standin import GREETING, RealtimeStandIn
 from realtime_standin.fault_control import drop_connections
@@ -250,6 +251,38 @@ async def test_a_greeting_the_model_finished_is_not_asked_again_when_the_link_dr
         await asyncio.wait_for(greeting.wait_for_playout(), 15)
         await asyncio.sleep(1.0)  # a re-asked greeting would be requested at once
     assert len(standin.client_events("response.create")) == 1
+
+
+async def test_an_answer_cut_off_by_a_lost_model_link_is_asked_for_again(
+    standin: RealtimeStandIn, http: aiohttp.ClientSession, mcp: FakeMcpServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A typed question is researched and the model's sockets drop while its answer streams (the soak's dropped
+    model hit a person mid-question): the plugin closes the half-said answer as if finished and the agent listens
+    in silence. The agent asks the model to answer that question again once the link is back."""
+    lost: list[asyncio.Task[tuple[int, bool]]] = []
+    answer = RealtimeConnection._on_response_create
+
+    def answer_cut(self: RealtimeConnection, event: dict[str, Any]) -> None:
+        answer(self, event)
+        if len(standin.client_events("response.create")) == 2 and not lost:  # the call, then its spoken answer
+            lost.append(asyncio.get_running_loop().create_task(drop_connections(standin, mid_answer=True, within_s=5)))
+
+    monkeypatch.setattr(RealtimeConnection, "_on_response_create", answer_cut)
+    async with Rig(mcp.url, standin, http, greet=False) as rig:
+        chat_handler(rig.room)(TextReader("pregunta escrita"), USER_IDENTITY)
+        await standin.wait_for_client_event("response.create", after=0, timeout=10)
+        while not lost:
+            await standin.wait_for_client_event("response.create", after=len(standin.received), timeout=10)
+        assert await lost[0] == (1, True)  # cut while the answer streamed
+        again = await standin.wait_for_client_event(
+            "response.create",
+            lambda e: str((e.get("response") or {}).get("instructions")).endswith(REANSWER),
+            timeout=15,
+        )
+        assert again is not None
+        done = await standin.wait_for_server_event("response.done", after=len(standin.sent), timeout=15)
+        assert done["response"]["status"] == "completed"  # the answer came whole on the new link
+    assert rig.research.turns.current == 1  # the same turn: the question was not taken as a new one
 
 
 async def test_typed_chat_is_a_new_turn_and_is_researched(

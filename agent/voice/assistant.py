@@ -16,6 +16,7 @@ from livekit.agents.voice.room_io import TextInputEvent, TextInputOptions
 from livekit.agents.voice.room_io.types import TextInputCallback
 
 from agent.contract import INPUT_SCHEMA, TOOL_NAME
+from agent.voice.lost_replies import LostReplies
 from agent.voice.research import ResearchSession, ToolFailure
 from agent.voice.spoken import correction_instructions
 
@@ -59,9 +60,6 @@ _RAW_SCHEMA: dict[str, Any] = {"name": TOOL_NAME, "description": TOOL_DESCRIPTIO
 # How long a call that was open when the user started a new turn may take to reach the tool before it
 # counts as dropped by the framework (it drops calls whose turn is interrupted before it begins).
 DROPPED_CALL_GRACE_S = 1.0
-# How many times the greeting is asked for in all: a first request and the ones that replace a request the model's
-# link lost (a link failing over and over ends the session instead, so this only bounds a run of bad luck).
-GREETING_ATTEMPTS = 3
 
 
 class LexvozAgent(Agent):
@@ -73,71 +71,27 @@ class LexvozAgent(Agent):
         self._greet = greet
         self._background: set[asyncio.Task[None]] = set()
         self._correction: SpeechHandle | None = None
-        self._greetings_asked = 0
-        self._greeting_open = False  # asked for, and the model has not finished it
-        self._greeting_cut = False  # the model's link was lost while the greeting was open
-        self._user_took_turn = False
+        self._lost_replies: LostReplies | None = None
         self.ended = False
 
     async def on_enter(self) -> None:
+        self._lost_replies = LostReplies(self.session, greeting=GREETING if self._greet else None)
         try:
             rt = self.realtime_llm_session
         except RuntimeError:
             rt = None
         if rt is not None:
             rt.on("input_speech_started", self._on_speech_started)
-            rt.on("openai_server_event_received", self._on_model_event)
-            rt.on("session_reconnected", self._on_model_link_restored)
-        if self._greet:
-            self._ask_greeting()
-
-    def _ask_greeting(self) -> None:
-        self._greetings_asked += 1
-        self._greeting_open, self._greeting_cut = True, False
-        self.session.generate_reply(instructions=GREETING).add_done_callback(self._on_greeting_done)
-
-    def _on_model_event(self, event: Any) -> None:
-        if isinstance(event, dict) and event.get("type") == "response.done":
-            self._greeting_open = False  # the model finished a response: the greeting, or a turn after it
-
-    def _on_model_link_restored(self, _event: Any) -> None:
-        if self._greeting_open:
-            self._greeting_cut = True
-
-    def _on_greeting_done(self, handle: SpeechHandle) -> None:
-        """A greeting the model's link lost is asked for again.
-
-        When the Realtime connection drops before the model finished the greeting, the plugin reconnects and
-        either fails the request ("pending response discarded", when the model had not begun it) or closes the
-        generation it had begun ("in-progress generation discarded"). The second ends the speech as if it were
-        finished: no error, not interrupted, half a sentence said. Either way the framework then sets the agent
-        to "listening" and nothing else happens: the person hears silence and never gets the greeting's notice
-        that this is guidance, not legal advice. So a greeting counts as lost when its request failed or the
-        link was restored before the model's `response.done`; a greeting the model finished and that was still
-        playing when the link dropped is not asked again. By the time the speech ends the link is back, so
-        asking again is enough. Not when the person already spoke or typed (their turn is answered instead),
-        the greeting was interrupted, or the conversation is over."""
-        self._greeting_open = False
-        error = handle.exception()
-        if error is None and not self._greeting_cut:
-            return
-        if handle.interrupted or self.ended or self._user_took_turn:
-            return
-        cause = type(error).__name__ if error is not None else "generation cut by a reconnection"
-        if self._greetings_asked >= GREETING_ATTEMPTS:
-            logger.warning("greeting lost %d times (%s); not asked again", self._greetings_asked, cause)
-            return
-        logger.warning("greeting lost (%s); asking for it again", cause)
-        try:
-            self._ask_greeting()
-        except RuntimeError as exc:  # the session is closing: nobody is left to greet
-            logger.info("greeting not asked again: %s", exc)
+            self._lost_replies.watch(rt)
+        self._lost_replies.greet()
 
     async def on_exit(self) -> None:
         """The session is closing (the person left, the time limit, a failed model): from here on the
         framework can no longer speak or take a turn, so our own pending work stops instead of running
         into a closed session, and typed input that still arrives is no longer a turn."""
         self.ended = True
+        if self._lost_replies is not None:
+            self._lost_replies.close()
         for task in list(self._background):
             task.cancel()
 
@@ -146,7 +100,8 @@ class LexvozAgent(Agent):
 
     def on_new_user_turn(self) -> None:
         """Advance the guard, and make sure no call of the superseded turn stays unanswered."""
-        self._user_took_turn = True
+        if self._lost_replies is not None:
+            self._lost_replies.user_took_turn()
         self.research.new_user_turn()
         self._drop_correction()
         open_calls = [] if self.ended else self._unanswered_calls()

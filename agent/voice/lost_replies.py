@@ -1,0 +1,134 @@
+"""Replies the model's link lost: noticed, and asked for again once the link is back.
+
+The Realtime plugin reconnects a dropped link by itself, but what was under way on the old link is gone
+without a word to the person:
+
+- a reply the model had not begun fails ("pending response discarded due to session reconnection");
+- a reply the model had begun is closed where it stood ("in-progress generation discarded"). Its speech ends
+  as if it were finished: no error, not interrupted, half a sentence said.
+
+Either way the framework then sets the agent to "listening" and waits. The person, who was greeted or had
+asked something, hears silence or half a sentence; the page shows an agent listening, so nobody tells them
+anything. The soak found both: rooms opened as the link dropped never heard the greeting, and a question asked
+as it dropped was never answered.
+
+A reply counts as lost when a request for one failed, or when the link was restored while the model had a
+response open (`response.created` without its `response.done`). A response the model finished, still playing
+when the link dropped, is not lost: the person hears it all. The lost reply is asked for again once nothing is
+being said: the greeting if the person has not taken a turn yet, otherwise an answer to their last turn, with
+a short apology for the cut. Not when the person spoke or typed after the loss (that turn is answered instead),
+nor once the conversation is over, and at most `attempts` times in a row without a finished response.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from livekit.agents import AgentSession
+from livekit.agents.voice import SpeechHandle
+
+logger = logging.getLogger("lexvoz.assistant")
+
+# What the model is asked when an answer was lost: it knows what the person asked (the plugin replays the
+# conversation on the new link), not that the person heard nothing or half of it.
+REANSWER = (
+    "La conexión se cortó mientras respondías y la persona no oyó tu respuesta completa. Discúlpate en una frase "
+    "breve por el corte y responde de nuevo, completa, a lo último que la persona dijo o escribió, siguiendo tus "
+    "reglas. Si no sabes qué fue, pídele que lo repita."
+)
+
+# How many lost replies in a row are asked for again (a link failing over and over ends the session instead,
+# so this only bounds a run of bad luck).
+REASK_ATTEMPTS = 3
+
+
+class _Emitter(Protocol):
+    def on(self, event: str, callback: Callable[..., Any] | None = None) -> Any: ...
+
+
+class LostReplies:
+    """Follows one conversation's replies across model reconnections and asks again for the ones lost."""
+
+    def __init__(self, session: AgentSession[Any], *, greeting: str | None, attempts: int = REASK_ATTEMPTS) -> None:
+        self._session = session
+        self._greeting = greeting  # None: this conversation is not greeted, so nothing is owed before a turn
+        self._attempts = attempts
+        self._lost_in_a_row = 0
+        self._response_open = False
+        self._user_turns = 0
+        self._reask: asyncio.Task[None] | None = None
+        self.ended = False
+        session.on("speech_created", self._on_speech_created)
+
+    def watch(self, rt_session: _Emitter) -> None:
+        rt_session.on("openai_server_event_received", self._on_model_event)
+        rt_session.on("session_reconnected", self._on_link_restored)
+
+    def greet(self) -> None:
+        if self._greeting is not None:
+            self._session.generate_reply(instructions=self._greeting)
+
+    def user_took_turn(self) -> None:
+        self._user_turns += 1
+
+    def close(self) -> None:
+        self.ended = True
+        if self._reask is not None:
+            self._reask.cancel()
+
+    # -- what the model and the framework report --------------------------------------------------------
+
+    def _on_model_event(self, event: Any) -> None:
+        kind = event.get("type") if isinstance(event, dict) else None
+        if kind == "response.created":
+            self._response_open = True
+        elif kind == "response.done":
+            self._response_open = False
+            status = (event.get("response") or {}).get("status")
+            if status == "completed":
+                self._lost_in_a_row = 0
+
+    def _on_link_restored(self, _event: Any) -> None:
+        if self._response_open:
+            self._response_open = False
+            self._lost("a response cut by a reconnection")
+
+    def _on_speech_created(self, event: Any) -> None:
+        handle = getattr(event, "speech_handle", None)
+        if isinstance(handle, SpeechHandle):
+            handle.add_done_callback(self._on_speech_done)
+
+    def _on_speech_done(self, handle: SpeechHandle) -> None:
+        error = handle.exception()
+        if error is not None and not handle.interrupted:
+            self._lost(f"a request that failed ({type(error).__name__})")
+
+    # -- asking again ------------------------------------------------------------------------------------
+
+    def _lost(self, cause: str) -> None:
+        if self.ended or (self._reask is not None and not self._reask.done()):
+            return  # over, or already being asked for again
+        if self._user_turns == 0 and self._greeting is None:
+            return  # nothing was owed yet
+        self._lost_in_a_row += 1
+        if self._lost_in_a_row > self._attempts:
+            logger.warning("reply lost %d times in a row (%s); not asked again", self._lost_in_a_row, cause)
+            return
+        logger.warning("reply lost (%s); asking for it again", cause)
+        self._reask = asyncio.get_running_loop().create_task(self._ask_again(self._user_turns))
+
+    async def _ask_again(self, turns_at_loss: int) -> None:
+        # What is still being said (the rest of a cut reply's audio, a reply the framework queued) goes first.
+        while (speech := self._session.current_speech) is not None and not speech.done():
+            await speech.wait_for_playout()
+        if self.ended or self._user_turns != turns_at_loss:
+            return  # the conversation is over, or the person took a new turn: that turn gets the answer
+        instructions = self._greeting if turns_at_loss == 0 else REANSWER
+        assert instructions is not None
+        try:
+            self._session.generate_reply(instructions=instructions)
+        except RuntimeError as exc:  # the session is closing: nobody is left to answer
+            logger.info("lost reply not asked again: %s", exc)
