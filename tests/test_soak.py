@@ -21,8 +21,9 @@ import aiohttp
 import pytest
 
 from bench.soak.faults import KINDS, Fault, schedule
-from bench.soak.figures import told_or_recovered
+from bench.soak.figures import growth, told_or_recovered
 from bench.soak.people import Page, PeopleOptions, Question, Visit, Wait
+from bench.soak.programs import Sample, Watched
 from tests import person as person_module
 from tests.e2e.conftest import require_livekit_server
 from tests.person import HEARTBEAT_ATTRIBUTE, Person
@@ -76,6 +77,26 @@ def test_three_minutes_schedule_every_fault_kind() -> None:
     kinds = {kind for _, kind in page} | ({"ledger_db_stopped"} if ledger else set())
     assert kinds == set(KINDS)
     assert all(at + 20 <= 180 for at, _ in page)  # each leaves time to see it recover
+
+
+def test_memory_trends_per_hour_come_only_from_a_life_long_enough_to_show_one() -> None:
+    """A program the faults restart every 5 minutes is only seen warming up (livekit-server's rooms coming back
+    after its restart): 6 MB in 4 minutes once read as 31 % an hour. Its trend is not extrapolated; the steady
+    size of each life is given instead. A program watched for 50 minutes gets its trend per hour."""
+    restarted = Watched("restarted")
+    for life in range(10):  # each life: 5 minutes, sampled every 10 s, growing 80 -> 86 MB as it warms up
+        for i in range(30):
+            restarted.samples.append(Sample(at=life * 300 + i * 10, pid=1000 + life, rss_mb=80 + 6 * i / 29, fds=30))
+    short = growth(restarted)
+    assert short["rss_growth_pct_per_hour"] is None
+    assert "restarted by the faults" in short["trend_unmeasured"]
+    assert len(short["rss_mb_steady_by_life"]) == 10 and len(set(short["rss_mb_steady_by_life"])) == 1
+
+    steady = Watched("steady")  # 50 minutes of one life, 100 -> 102 MB
+    steady.samples = [Sample(at=i * 10, pid=7, rss_mb=100 + 2 * i / 299, fds=20) for i in range(300)]
+    long = growth(steady)
+    assert long["rss_growth_pct_per_hour"] is not None and 2.0 < long["rss_growth_pct_per_hour"] < 3.0
+    assert "trend_unmeasured" not in long
 
 
 def test_a_conversation_left_waiting_in_silence_is_not_told() -> None:

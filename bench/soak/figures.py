@@ -7,7 +7,11 @@ Why each is defined as it is:
   with evidence, or it asked nothing more); a hit conversation that waited in silence past 30 s, or whose
   questions since the fault all ended without evidence or a message, was not told;
 - memory and descriptors are measured on each program's long-lived process, after a warm-up, on the
-  incarnation that ran longest (a program restarted by a fault starts its figures over).
+  incarnation that ran longest (a program restarted by a fault starts its figures over). A trend per hour is
+  given only when that incarnation was watched for `MIN_TREND_MINUTES`: a program the faults restart every
+  five minutes is only ever seen warming up after its restart (livekit-server's rooms coming back), and four
+  minutes of that, extrapolated to an hour, once read as a 31 % leak. Such a program gets `trend_unmeasured`
+  and the steady median of each of its lives instead, so growth that survives restarts still shows.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from bench.stats import percentile
 
 PAGE_FAULTS = frozenset({"search_killed", "search_slow", "model_dropped", "livekit_restarted", "worker_restarted"})
 WARMUP_SHARE = 0.2
+MIN_TREND_MINUTES = 15.0
 # livekit-agents' own error lines when a job process dies or hangs (ipc/supervised_proc.py, 1.8.9)
 JOB_CRASH_SIGNS = (
     "process exited with non-zero exit code",
@@ -81,25 +86,27 @@ def ledger_lost(visits: list[Visit], ledger_url: str) -> tuple[int, list[str]]:
     return len(missing), missing[:10]
 
 
-def _longest_incarnation(samples: list[Sample]) -> list[Sample]:
+def _incarnations(samples: list[Sample]) -> list[list[Sample]]:
     runs: list[list[Sample]] = []
     for s in samples:
         if runs and runs[-1][-1].pid == s.pid:
             runs[-1].append(s)
         else:
             runs.append([s])
-    return max(runs, key=lambda run: run[-1].at - run[0].at) if runs else []
+    return runs
 
 
 def growth(watched: Watched) -> dict[str, Any]:
-    run = _longest_incarnation(watched.samples)
+    lives = _incarnations(watched.samples)
+    run = max(lives, key=lambda life: life[-1].at - life[0].at) if lives else []
     if len(run) < 5:
         return {"samples": len(run)}
     steady = run[int(len(run) * WARMUP_SHARE) :]
     t = np.array([s.at for s in steady]) / 3600.0
     rss = np.array([s.rss_mb for s in steady])
     slope_mb_per_h = float(np.polyfit(t - t[0], rss, 1)[0]) if len(steady) >= 3 and t[-1] > t[0] else 0.0
-    return {
+    minutes = (steady[-1].at - steady[0].at) / 60
+    figures: dict[str, Any] = {
         "rss_mb_start": round(float(rss[0]), 1),
         "rss_mb_end": round(float(rss[-1]), 1),
         "rss_growth_pct_per_hour": round(100 * slope_mb_per_h / float(np.median(rss)), 2),
@@ -108,8 +115,20 @@ def growth(watched: Watched) -> dict[str, Any]:
         "fd_max": max(s.fds for s in steady),
         "fd_growth": steady[-1].fds - steady[0].fds,
         "incarnations": len({s.pid for s in watched.samples}),
-        "minutes_measured": round((steady[-1].at - steady[0].at) / 60, 1),
+        "minutes_measured": round(minutes, 1),
     }
+    if minutes < MIN_TREND_MINUTES:
+        figures["rss_growth_pct_per_hour"] = None
+        figures["trend_unmeasured"] = (
+            f"its longest life was watched for {minutes:.1f} min after warm-up (restarted by the faults); "
+            f"a trend per hour needs {MIN_TREND_MINUTES:.0f}"
+        )
+        figures["rss_mb_steady_by_life"] = [
+            round(float(np.median([s.rss_mb for s in life[int(len(life) * WARMUP_SHARE) :]])), 1)
+            for life in lives
+            if len(life) >= 5
+        ]
+    return figures
 
 
 def figures(
