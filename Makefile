@@ -94,11 +94,18 @@ run:
 	@$(MAKE) --no-print-directory -j3 web livekit-server
 	$(PY) -m agent run
 
+# The tests that need no running stack run on TEST_PROCESSES processes (pytest-xdist, each file whole on one of
+# them, so module fixtures are built once); the end-to-end, two-node, journey and soak tests then run one at a
+# time, since the stack they start shares the cores and its timings are part of what they check. Both parts
+# always run; the target fails if either did.
+STACK_MARKERS := e2e or multinode or journey or soak
+TEST_PROCESSES ?= 2
 test:
 	@$(MAKE) --no-print-directory -j4 web interop-deps livekit-server toxiproxy
 	@$(MAKE) --no-print-directory browser postgres redis nginx
 	cd web && npm test
-	$(PY) -m pytest
+	fast=0; $(PY) -m pytest -m "not ($(STACK_MARKERS))" -n $(TEST_PROCESSES) --dist loadfile || fast=$$?; \
+	$(PY) -m pytest -m "$(STACK_MARKERS)" && exit $$fast
 
 test-soak: $(STAMP) livekit-server toxiproxy postgres
 	$(PY) -m pytest -m soak tests/test_soak.py
@@ -107,7 +114,7 @@ test-multinode: $(STAMP) livekit-server redis
 	$(PY) -m pytest -m multinode tests/multinode
 
 test-fast: $(STAMP) interop-deps
-	$(PY) -m pytest -m "not e2e and not multinode and not journey and not soak"
+	$(PY) -m pytest -m "not ($(STACK_MARKERS))" -n $(TEST_PROCESSES) --dist loadfile
 
 # Another Python the project admits (requires-python), for the parts of the suite that need no running stack:
 # `make test-python PY_VERSION=3.12`. The interpreter is found at run time: pyenv's newest 3.12.x when pyenv
@@ -115,7 +122,7 @@ test-fast: $(STAMP) interop-deps
 # With MISSING_PYTHON=skip a machine without that Python says so and succeeds (CI); otherwise it fails.
 PY_VERSION ?=
 MISSING_PYTHON ?= fail
-TEST_PYTHON_MARKERS := not e2e and not multinode and not journey and not soak
+TEST_PYTHON_MARKERS := not ($(STACK_MARKERS))
 test-python: interop-deps
 	@[[ "$(PY_VERSION)" =~ ^3\.[0-9]+$$ ]] || { echo "usage: make test-python PY_VERSION=3.12"; exit 2; }
 	@py=""; \
@@ -140,7 +147,7 @@ test-python: interop-deps
 	    && $$venv/bin/python -m pip install --quiet -e '.[dev]' && touch $$venv/.installed || exit 1; \
 	fi; \
 	echo "Python $(PY_VERSION): $$($$venv/bin/python -c 'import sys; print(sys.version.split()[0])'), -m '$(TEST_PYTHON_MARKERS)'"; \
-	$$venv/bin/python -m pytest -m "$(TEST_PYTHON_MARKERS)"
+	$$venv/bin/python -m pytest -m "$(TEST_PYTHON_MARKERS)" -n $(TEST_PROCESSES) --dist loadfile
 
 # Live against the real model and the LLM judge when OPENAI_API_KEY is set (environment or .env); otherwise
 # the offline harness against the Realtime stand-in. Prints a table: scenario, pass/fail, reason.

@@ -60,6 +60,7 @@ async def scripted_session(mcp: FakeMcpServer, session: ResearchSession) -> None
 
 async def test_metrics_endpoint_counts_a_scripted_session(mcp: FakeMcpServer) -> None:
     port = metrics.start_metrics_server(0)
+    metrics.mcp_circuit_breaker_state.set(0)  # the gauge is the process's: an earlier test's gateway may have left it
     before = scrape(port)
     gw = McpGateway(GatewayOptions(url=mcp.url, call_timeout_s=5, retry_delay_s=0.01))
     session = ResearchSession(gw, EvidencePublisher(RecordingParticipant()), observers=[count_tool_call])
@@ -81,7 +82,7 @@ async def test_metrics_endpoint_counts_a_scripted_session(mcp: FakeMcpServer) ->
     assert delta("voice_mcp_requests_total") == 3  # the duplicate never reached the server
     assert delta("voice_mcp_request_errors_total", kind="tool_error") == 1
     assert delta("voice_mcp_latency_ms_count") == 2  # completed + failed; the cancelled one has no round trip
-    assert after[("voice_mcp_circuit_breaker_state", ())] == 0
+    assert after[("voice_mcp_circuit_breaker_state", ())] == 0  # one failed call does not open the breaker
 
 
 async def test_breaker_gauge_follows_the_breaker(mcp: FakeMcpServer) -> None:
