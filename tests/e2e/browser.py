@@ -28,6 +28,7 @@ import aiohttp
 import pytest
 
 from agent.devstack import livekit_server
+from agent.devstack.processes import wait_for_text
 from agent.devstack.stack import Stack
 from tests import constitution
 from tests.fake_realtime_endpoint import FakeRealtimeEndpoint
@@ -133,19 +134,26 @@ class BrowserStack:
         return self.log_root / f"worker-{name}" / "worker.log"
 
     @contextlib.contextmanager
-    def worker(self, name: str, env: dict[str, str] | None = None) -> Iterator[None]:
+    def worker(self, name: str, env: dict[str, str] | None = None, *, warm: bool = False) -> Iterator[None]:
         """Run the stack's worker with `env` on top of the stack's own for the duration of the block.
 
         Each worker logs to its own directory: `Stack.start_worker` appends to worker.log and waits for
         "registered worker" in it, so a second worker on the same file would look ready at once.
+
+        `warm` keeps one job process started ahead (`--dev` keeps none) and waits until it is, as a production
+        worker's first room finds it: otherwise the first room waits for a process to start, 16 s on a loaded
+        CI host, and the page's timed microphone burst lands while the agent is still greeting.
         """
         opts = self.stack.opts
-        opts.worker_env = dict(env or {})
+        opts.worker_env = {**({"LEXVOZ_IDLE_PROCESSES": "1"} if warm else {}), **(env or {})}
         opts.log_dir = self.worker_log(name).parent
         opts.log_dir.mkdir(parents=True)
         try:
             try:
                 self.stack.start_worker()
+                if warm:
+                    worker = next(c for c in self.stack.children if c.name == "worker")
+                    wait_for_text(worker.log, "process initialized", worker.proc, timeout=90)
             except (RuntimeError, TimeoutError) as exc:
                 pytest.fail(f"the worker did not start: {exc}\n{self.log_tails()}", pytrace=False)
             yield

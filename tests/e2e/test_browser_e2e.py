@@ -143,7 +143,7 @@ class Session:
 @pytest.fixture(scope="module")
 def session(browser_stack: BrowserStack) -> Session:
     """One session, shared by the tests below: each asserts a different promise about the same run."""
-    with browser_stack.worker("constitucion"):
+    with browser_stack.worker("constitucion", warm=True):
         window = LogWindow(browser_stack.worker_log("constitucion"))
         run = run_script(
             browser_stack,
