@@ -17,7 +17,9 @@ response open (`response.created` without its `response.done`). A response the m
 when the link dropped, is not lost: the person hears it all. The lost reply is asked for again once nothing is
 being said: the greeting if the person has not taken a turn yet, otherwise an answer to their last turn, with
 a short apology for the cut. Not when the person spoke or typed after the loss (that turn is answered instead),
-nor once the conversation is over, and at most `attempts` times in a row without a finished response.
+nor when the model finished a response meanwhile (the framework carried on by itself: a call that had arrived
+before the cut runs its tool and gets its spoken reply), nor once the conversation is over, and at most
+`attempts` times in a row without a finished response.
 """
 
 from __future__ import annotations
@@ -57,6 +59,7 @@ class LostReplies:
         self._greeting = greeting  # None: this conversation is not greeted, so nothing is owed before a turn
         self._attempts = attempts
         self._lost_in_a_row = 0
+        self._completed = 0  # responses the model finished, to tell whether the conversation moved on after a loss
         self._response_open = False
         self._user_turns = 0
         self._reask: asyncio.Task[None] | None = None
@@ -89,6 +92,7 @@ class LostReplies:
             self._response_open = False
             status = (event.get("response") or {}).get("status")
             if status == "completed":
+                self._completed += 1
                 self._lost_in_a_row = 0
 
     def _on_link_restored(self, _event: Any) -> None:
@@ -118,14 +122,18 @@ class LostReplies:
             logger.warning("reply lost %d times in a row (%s); not asked again", self._lost_in_a_row, cause)
             return
         logger.warning("reply lost (%s); asking for it again", cause)
-        self._reask = asyncio.get_running_loop().create_task(self._ask_again(self._user_turns))
+        self._reask = asyncio.get_running_loop().create_task(self._ask_again(self._user_turns, self._completed))
 
-    async def _ask_again(self, turns_at_loss: int) -> None:
+    async def _ask_again(self, turns_at_loss: int, completed_at_loss: int) -> None:
         # What is still being said (the rest of a cut reply's audio, a reply the framework queued) goes first.
         while (speech := self._session.current_speech) is not None and not speech.done():
             await speech.wait_for_playout()
         if self.ended or self._user_turns != turns_at_loss:
             return  # the conversation is over, or the person took a new turn: that turn gets the answer
+        if self._completed != completed_at_loss:
+            # The model finished a response since: the framework carried on by itself (a function call whose
+            # response was cut after the call itself had arrived runs its tool and gets its spoken reply).
+            return
         instructions = self._greeting if turns_at_loss == 0 else REANSWER
         assert instructions is not None
         try:

@@ -1,0 +1,171 @@
+"""LostReplies on its own: when a reply the model's link lost is asked for again, and when it is not.
+
+The integration tests in test_conversation.py cut real replies on the Realtime stand-in through the real plugin;
+these pin the rules between the loss and the new request with a scripted session, one rule per test.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+from agent.voice.lost_replies import REANSWER, LostReplies
+
+GREETING = "saluda"
+
+
+class PlayingSpeech:
+    """A reply still being played: done once `finish()` is called."""
+
+    def __init__(self) -> None:
+        self._done = asyncio.Event()
+
+    def done(self) -> bool:
+        return self._done.is_set()
+
+    async def wait_for_playout(self) -> None:
+        await self._done.wait()
+
+    def finish(self) -> None:
+        self._done.set()
+
+
+class ScriptedSession:
+    def __init__(self) -> None:
+        self.current_speech: PlayingSpeech | None = None
+        self.asked: list[str] = []
+        self.handlers: dict[str, list[Callable[..., Any]]] = {}
+
+    def on(self, event: str, callback: Callable[..., Any]) -> None:
+        self.handlers.setdefault(event, []).append(callback)
+
+    def generate_reply(self, *, instructions: str) -> None:
+        self.asked.append(instructions)
+
+
+class Link:
+    """The realtime session's events, as the plugin emits them."""
+
+    def __init__(self, lost: LostReplies) -> None:
+        self.handlers: dict[str, list[Callable[..., Any]]] = {}
+        lost.watch(self)
+
+    def on(self, event: str, callback: Callable[..., Any]) -> None:
+        self.handlers.setdefault(event, []).append(callback)
+
+    def emit(self, event: str, payload: Any = None) -> None:
+        for callback in self.handlers.get(event, []):
+            callback(payload)
+
+    def response(self, status: str | None = None) -> None:
+        """`response.created`, and its `response.done` with `status` unless None (still open)."""
+        self.emit("openai_server_event_received", {"type": "response.created"})
+        if status is not None:
+            self.emit("openai_server_event_received", {"type": "response.done", "response": {"status": status}})
+
+    def reconnected(self) -> None:
+        self.emit("session_reconnected")
+
+
+def rig(*, greeting: str | None = GREETING) -> tuple[ScriptedSession, LostReplies, Link]:
+    session = ScriptedSession()
+    lost = LostReplies(session, greeting=greeting)  # type: ignore[arg-type]
+    return session, lost, Link(lost)
+
+
+async def settle() -> None:
+    for _ in range(5):
+        await asyncio.sleep(0)
+
+
+async def test_a_cut_greeting_is_asked_again_once_its_half_has_played() -> None:
+    session, lost, link = rig()
+    lost.greet()
+    link.response()  # the greeting begins
+    session.current_speech = speech = PlayingSpeech()
+    link.reconnected()  # and is cut
+    await settle()
+    assert session.asked == [GREETING]  # not while the cut half still plays
+    speech.finish()
+    await settle()
+    assert session.asked == [GREETING, GREETING]
+
+
+async def test_a_cut_answer_is_asked_again_with_the_apology() -> None:
+    session, lost, link = rig()
+    lost.user_took_turn()
+    link.response()
+    link.reconnected()
+    await settle()
+    assert session.asked == [REANSWER]
+
+
+async def test_a_finished_reply_still_playing_when_the_link_drops_is_not_lost() -> None:
+    session, lost, link = rig()
+    lost.user_took_turn()
+    link.response("completed")
+    session.current_speech = PlayingSpeech()
+    link.reconnected()
+    await settle()
+    assert session.asked == []
+
+
+async def test_a_new_turn_after_the_loss_is_answered_instead() -> None:
+    session, lost, link = rig()
+    lost.user_took_turn()
+    link.response()
+    session.current_speech = speech = PlayingSpeech()
+    link.reconnected()
+    lost.user_took_turn()  # the person spoke again before the cut half ended
+    speech.finish()
+    await settle()
+    assert session.asked == []
+
+
+async def test_a_response_the_model_finished_after_the_loss_means_the_conversation_went_on() -> None:
+    """A call that arrived before the cut runs its tool and gets its spoken reply from the framework."""
+    session, lost, link = rig()
+    lost.user_took_turn()
+    link.response()
+    session.current_speech = speech = PlayingSpeech()
+    link.reconnected()
+    link.response("completed")  # the tool's reply
+    speech.finish()
+    await settle()
+    assert session.asked == []
+
+
+async def test_nothing_is_owed_before_a_turn_when_the_conversation_is_not_greeted() -> None:
+    session, _lost, link = rig(greeting=None)
+    link.response()
+    link.reconnected()
+    await settle()
+    assert session.asked == []
+
+
+async def test_at_most_three_lost_replies_in_a_row_are_asked_again() -> None:
+    session, lost, link = rig()
+    lost.user_took_turn()
+    for _ in range(5):
+        link.response()
+        link.reconnected()
+        await settle()
+    assert session.asked == [REANSWER] * 3
+    link.response("completed")  # a finished reply starts the count over
+    link.response()
+    link.reconnected()
+    await settle()
+    assert session.asked == [REANSWER] * 4
+
+
+async def test_nothing_is_asked_once_the_conversation_is_over() -> None:
+    session, lost, link = rig()
+    lost.user_took_turn()
+    link.response()
+    session.current_speech = speech = PlayingSpeech()
+    link.reconnected()
+    lost.close()
+    speech.finish()
+    await settle()
+    assert session.asked == []
