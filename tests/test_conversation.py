@@ -25,7 +25,7 @@ from agent.ops.telemetry import setup_tracing
 from agent.settings import Settings
 from agent.voice import speech
 from agent.voice.conversation import build_conversation
-from agent.voice.lost_replies import REANSWER
+from agent.voice.lost_replies import REANSWER, REHEAR
 from agent.voice.research import DISCARDED_OUTPUT
 from realtime_standin import GREETING, RealtimeStandIn
 from realtime_standin.fault_control import drop_connections
@@ -283,6 +283,26 @@ async def test_an_answer_cut_off_by_a_lost_model_link_is_asked_for_again(
         done = await standin.wait_for_server_event("response.done", after=len(standin.sent), timeout=15)
         assert done["response"]["status"] == "completed"  # the answer came whole on the new link
     assert rig.research.turns.current == 1  # the same turn: the question was not taken as a new one
+
+
+async def test_a_question_cut_mid_sentence_by_a_lost_model_link_is_asked_to_be_repeated(
+    standin: RealtimeStandIn, http: aiohttp.ClientSession, mcp: FakeMcpServer
+) -> None:
+    """The model's sockets drop while the person is speaking (the soak's dropped model hit a spoken question): their
+    words so far went with the old link, no response was ever begun, and the agent listened in silence. The agent
+    apologises and asks the person to repeat the question."""
+    async with Rig(mcp.url, standin, http, greet=False):
+        await standin.inject_speech_started()
+        await standin.wait_for_server_event("input_audio_buffer.speech_started", timeout=5)
+        await asyncio.sleep(0.2)  # the plugin has passed it on
+        assert await drop_connections(standin, mid_answer=False, within_s=0) == (1, False)
+        again = await standin.wait_for_client_event(
+            "response.create",
+            lambda e: str((e.get("response") or {}).get("instructions")).endswith(REHEAR),
+            timeout=10,
+        )
+        assert again is not None
+    assert len(standin.connections) == 2
 
 
 async def test_typed_chat_is_a_new_turn_and_is_researched(

@@ -10,7 +10,10 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
-from agent.voice.lost_replies import REANSWER, LostReplies
+import pytest
+
+from agent.voice import lost_replies
+from agent.voice.lost_replies import REANSWER, REHEAR, LostReplies
 
 GREETING = "saluda"
 
@@ -167,5 +170,51 @@ async def test_nothing_is_asked_once_the_conversation_is_over() -> None:
     link.reconnected()
     lost.close()
     speech.finish()
+    await settle()
+    assert session.asked == []
+
+
+async def test_a_question_cut_mid_sentence_is_asked_to_be_repeated(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(lost_replies, "REHEAR_AFTER_S", 0.01)
+    session, lost, link = rig()
+    link.response("completed")  # the greeting
+    link.emit("input_speech_started")
+    lost.user_took_turn()
+    link.reconnected()  # the person was still speaking
+    await asyncio.sleep(0.05)
+    assert session.asked == [REHEAR]
+
+
+async def test_the_rest_of_a_cut_sentence_heard_as_a_new_turn_is_answered_instead(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(lost_replies, "REHEAR_AFTER_S", 0.05)
+    session, lost, link = rig()
+    link.emit("input_speech_started")
+    lost.user_took_turn()
+    link.reconnected()
+    link.emit("input_speech_started")  # the new link hears the end of the sentence
+    lost.user_took_turn()
+    await asyncio.sleep(0.1)
+    assert session.asked == []
+
+
+async def test_a_finished_turn_the_model_had_not_begun_to_answer_is_answered() -> None:
+    session, lost, link = rig()
+    link.emit("input_speech_started")
+    lost.user_took_turn()
+    link.emit("input_speech_stopped")
+    link.reconnected()  # before response.created
+    await settle()
+    assert session.asked == [REANSWER]
+
+
+async def test_a_turn_whose_answer_began_and_finished_owes_nothing() -> None:
+    session, lost, link = rig()
+    link.emit("input_speech_started")
+    lost.user_took_turn()
+    link.emit("input_speech_stopped")
+    link.response("completed")
+    link.reconnected()
     await settle()
     assert session.asked == []

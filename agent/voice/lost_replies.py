@@ -13,13 +13,14 @@ anything. The soak found both: rooms opened as the link dropped never heard the 
 as it dropped was never answered.
 
 A reply counts as lost when a request for one failed, or when the link was restored while the model had a
-response open (`response.created` without its `response.done`). A response the model finished, still playing
-when the link dropped, is not lost: the person hears it all. The lost reply is asked for again once nothing is
-being said: the greeting if the person has not taken a turn yet, otherwise an answer to their last turn, with
-a short apology for the cut. Not when the person spoke or typed after the loss (that turn is answered instead),
-nor when the model finished a response meanwhile (the framework carried on by itself: a call that had arrived
-before the cut runs its tool and gets its spoken reply), nor once the conversation is over, and at most
-`attempts` times in a row without a finished response.
+response open (`response.created` without its `response.done`), while the person was speaking (their words up to
+the drop went with the old link: the agent asks them to repeat), or after they stopped and before the model
+began its response. A response the model finished, still playing when the link dropped, is not lost: the person
+hears it all. The lost reply is asked for again once nothing is being said: the greeting if the person has not
+taken a turn yet, otherwise an answer to their last turn, with a short apology for the cut. Not when the person
+spoke or typed after the loss (that turn is answered instead), nor when the model finished a response meanwhile
+(the framework carried on by itself: a call that had arrived before the cut runs its tool and gets its spoken
+reply), nor once the conversation is over, and at most `attempts` times in a row without a finished response.
 """
 
 from __future__ import annotations
@@ -42,6 +43,16 @@ REANSWER = (
     "reglas. Si no sabes qué fue, pídele que lo repita."
 )
 
+# What the model is asked when the link dropped while the person was speaking: their words up to the drop went
+# with the old link, and guessing at half a question is worse than asking for it again.
+REHEAR = (
+    "La conexión se cortó mientras la persona hablaba y no oíste su pregunta completa. Discúlpate en una frase "
+    "breve por el corte y pídele que la repita."
+)
+# How long after the link is back a question cut mid-sentence waits before asking for it again: the person may
+# still be finishing the sentence, and if the model hears that as a new turn, that turn is answered instead.
+REHEAR_AFTER_S = 1.5
+
 # How many lost replies in a row are asked for again (a link failing over and over ends the session instead,
 # so this only bounds a run of bad luck).
 REASK_ATTEMPTS = 3
@@ -61,6 +72,8 @@ class LostReplies:
         self._lost_in_a_row = 0
         self._completed = 0  # responses the model finished, to tell whether the conversation moved on after a loss
         self._response_open = False
+        self._user_speaking = False  # the model heard the person begin speaking and not yet stop
+        self._turn_unanswered = False  # the person stopped speaking and the model has not begun its response
         self._user_turns = 0
         self._reask: asyncio.Task[None] | None = None
         self.ended = False
@@ -69,6 +82,8 @@ class LostReplies:
     def watch(self, rt_session: _Emitter) -> None:
         rt_session.on("openai_server_event_received", self._on_model_event)
         rt_session.on("session_reconnected", self._on_link_restored)
+        rt_session.on("input_speech_started", self._on_input_speech_started)
+        rt_session.on("input_speech_stopped", self._on_input_speech_stopped)
 
     def greet(self) -> None:
         if self._greeting is not None:
@@ -87,7 +102,7 @@ class LostReplies:
     def _on_model_event(self, event: Any) -> None:
         kind = event.get("type") if isinstance(event, dict) else None
         if kind == "response.created":
-            self._response_open = True
+            self._response_open, self._turn_unanswered = True, False
         elif kind == "response.done":
             self._response_open = False
             status = (event.get("response") or {}).get("status")
@@ -95,10 +110,21 @@ class LostReplies:
                 self._completed += 1
                 self._lost_in_a_row = 0
 
+    def _on_input_speech_started(self, _event: Any) -> None:
+        self._user_speaking = True
+
+    def _on_input_speech_stopped(self, _event: Any) -> None:
+        self._user_speaking, self._turn_unanswered = False, True
+
     def _on_link_restored(self, _event: Any) -> None:
-        if self._response_open:
-            self._response_open = False
+        open_response, speaking, unanswered = self._response_open, self._user_speaking, self._turn_unanswered
+        self._response_open = self._user_speaking = self._turn_unanswered = False
+        if open_response:
             self._lost("a response cut by a reconnection")
+        elif speaking:
+            self._lost("the person's turn cut by a reconnection", rehear=True)
+        elif unanswered:
+            self._lost("a turn the model had not answered when the link dropped")
 
     def _on_speech_created(self, event: Any) -> None:
         handle = getattr(event, "speech_handle", None)
@@ -112,7 +138,7 @@ class LostReplies:
 
     # -- asking again ------------------------------------------------------------------------------------
 
-    def _lost(self, cause: str) -> None:
+    def _lost(self, cause: str, *, rehear: bool = False) -> None:
         if self.ended or (self._reask is not None and not self._reask.done()):
             return  # over, or already being asked for again
         if self._user_turns == 0 and self._greeting is None:
@@ -122,9 +148,13 @@ class LostReplies:
             logger.warning("reply lost %d times in a row (%s); not asked again", self._lost_in_a_row, cause)
             return
         logger.warning("reply lost (%s); asking for it again", cause)
-        self._reask = asyncio.get_running_loop().create_task(self._ask_again(self._user_turns, self._completed))
+        self._reask = asyncio.get_running_loop().create_task(
+            self._ask_again(self._user_turns, self._completed, rehear=rehear)
+        )
 
-    async def _ask_again(self, turns_at_loss: int, completed_at_loss: int) -> None:
+    async def _ask_again(self, turns_at_loss: int, completed_at_loss: int, *, rehear: bool) -> None:
+        if rehear:
+            await asyncio.sleep(REHEAR_AFTER_S)
         # What is still being said (the rest of a cut reply's audio, a reply the framework queued) goes first.
         while (speech := self._session.current_speech) is not None and not speech.done():
             await speech.wait_for_playout()
@@ -134,7 +164,7 @@ class LostReplies:
             # The model finished a response since: the framework carried on by itself (a function call whose
             # response was cut after the call itself had arrived runs its tool and gets its spoken reply).
             return
-        instructions = self._greeting if turns_at_loss == 0 else REANSWER
+        instructions = REHEAR if rehear else self._greeting if turns_at_loss == 0 else REANSWER
         assert instructions is not None
         try:
             self._session.generate_reply(instructions=instructions)
