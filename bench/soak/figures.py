@@ -119,8 +119,9 @@ def growth(watched: Watched) -> dict[str, Any]:
     }
     if minutes < MIN_TREND_MINUTES:
         figures["rss_growth_pct_per_hour"] = None
+        restarted = " (restarted by the faults)" if len(lives) > 1 else ""
         figures["trend_unmeasured"] = (
-            f"its longest life was watched for {minutes:.1f} min after warm-up (restarted by the faults); "
+            f"its longest life was watched for {minutes:.1f} min after warm-up{restarted}; "
             f"a trend per hour needs {MIN_TREND_MINUTES:.0f}"
         )
         figures["rss_mb_steady_by_life"] = [
