@@ -77,6 +77,15 @@ def rig(*, greeting: str | None = GREETING) -> tuple[ScriptedSession, LostReplie
     return session, lost, Link(lost)
 
 
+def answer_cut_while_playing(session: ScriptedSession, lost: LostReplies, link: Link) -> PlayingSpeech:
+    """The person asked, the model began its answer, and the link dropped with the answer's half still playing."""
+    lost.user_took_turn()
+    link.response()
+    session.current_speech = speech = PlayingSpeech()
+    link.reconnected()
+    return speech
+
+
 async def settle() -> None:
     for _ in range(5):
         await asyncio.sleep(0)
@@ -116,10 +125,7 @@ async def test_a_finished_reply_still_playing_when_the_link_drops_is_not_lost() 
 
 async def test_a_new_turn_after_the_loss_is_answered_instead() -> None:
     session, lost, link = rig()
-    lost.user_took_turn()
-    link.response()
-    session.current_speech = speech = PlayingSpeech()
-    link.reconnected()
+    speech = answer_cut_while_playing(session, lost, link)
     lost.user_took_turn()  # the person spoke again before the cut half ended
     speech.finish()
     await settle()
@@ -129,10 +135,7 @@ async def test_a_new_turn_after_the_loss_is_answered_instead() -> None:
 async def test_a_response_the_model_finished_after_the_loss_means_the_conversation_went_on() -> None:
     """A call that arrived before the cut runs its tool and gets its spoken reply from the framework."""
     session, lost, link = rig()
-    lost.user_took_turn()
-    link.response()
-    session.current_speech = speech = PlayingSpeech()
-    link.reconnected()
+    speech = answer_cut_while_playing(session, lost, link)
     link.response("completed")  # the tool's reply
     speech.finish()
     await settle()
@@ -164,10 +167,7 @@ async def test_at_most_three_lost_replies_in_a_row_are_asked_again() -> None:
 
 async def test_nothing_is_asked_once_the_conversation_is_over() -> None:
     session, lost, link = rig()
-    lost.user_took_turn()
-    link.response()
-    session.current_speech = speech = PlayingSpeech()
-    link.reconnected()
+    speech = answer_cut_while_playing(session, lost, link)
     lost.close()
     speech.finish()
     await settle()

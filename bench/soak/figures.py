@@ -96,12 +96,17 @@ def _incarnations(samples: list[Sample]) -> list[list[Sample]]:
     return runs
 
 
+def _steady(life: list[Sample]) -> list[Sample]:
+    """A life's samples after its warm-up."""
+    return life[int(len(life) * WARMUP_SHARE) :]
+
+
 def growth(watched: Watched) -> dict[str, Any]:
     lives = _incarnations(watched.samples)
     run = max(lives, key=lambda life: life[-1].at - life[0].at) if lives else []
     if len(run) < 5:
         return {"samples": len(run)}
-    steady = run[int(len(run) * WARMUP_SHARE) :]
+    steady = _steady(run)
     t = np.array([s.at for s in steady]) / 3600.0
     rss = np.array([s.rss_mb for s in steady])
     slope_mb_per_h = float(np.polyfit(t - t[0], rss, 1)[0]) if len(steady) >= 3 and t[-1] > t[0] else 0.0
@@ -125,9 +130,7 @@ def growth(watched: Watched) -> dict[str, Any]:
             f"a trend per hour needs {MIN_TREND_MINUTES:.0f}"
         )
         figures["rss_mb_steady_by_life"] = [
-            round(float(np.median([s.rss_mb for s in life[int(len(life) * WARMUP_SHARE) :]])), 1)
-            for life in lives
-            if len(life) >= 5
+            round(float(np.median([s.rss_mb for s in _steady(life)])), 1) for life in lives if len(life) >= 5
         ]
     return figures
 
