@@ -194,8 +194,12 @@ class Stack:
         self.children.append(child)
         return child
 
+    def child(self, name: str) -> _Child:
+        """The running child named `name` (StopIteration when none is)."""
+        return next(c for c in self.children if c.name == name)
+
     def _wait(self, url: str, name: str, *, timeout: float, ok_only: bool = False, failed: _Verdict = None) -> None:
-        child = next(c for c in self.children if c.name == name)
+        child = self.child(name)
         try:
             livekit_server.wait_http(url, child.proc, timeout=timeout, ok_only=ok_only, failed=failed)
         except livekit_server.ReportedFailure:

@@ -175,7 +175,7 @@ class Programs:
         proc.wait(10)
 
     def kill_search(self) -> None:
-        child = next(c for c in self.stack.children if c.name == "search")
+        child = self.stack.child("search")
         try:
             os.killpg(child.proc.pid, signal.SIGKILL)
         except ProcessLookupError:

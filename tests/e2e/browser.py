@@ -152,7 +152,7 @@ class BrowserStack:
             try:
                 self.stack.start_worker()
                 if warm:
-                    worker = next(c for c in self.stack.children if c.name == "worker")
+                    worker = self.stack.child("worker")
                     wait_for_text(worker.log, "process initialized", worker.proc, timeout=90)
             except (RuntimeError, TimeoutError) as exc:
                 pytest.fail(f"the worker did not start: {exc}\n{self.log_tails()}", pytrace=False)
