@@ -6,10 +6,12 @@ LiveKit, with one line naming the variable.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import math
 import sys
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -27,6 +29,7 @@ from agent.settings import Settings, SettingsError, get_settings
 from agent.voice.conversation import Conversation, shared_gateway, start_conversation
 from agent.voice.model_link import install_framework_noise_filter
 from agent.voice.observers import citation_ledger_observer, ledger_observer
+from agent.waiting_rooms import Offered, WaitingRooms
 
 logger = logging.getLogger("lexvoz.worker")
 
@@ -203,6 +206,18 @@ server = AgentServer(
     port=settings.worker_port,
     **executor_options(settings),
 )
+
+waiting_rooms = WaitingRooms(settings)
+_passes: set[asyncio.Task[Offered]] = set()  # referenced until done, so none is collected mid-pass
+
+
+@server.on("worker_registered")
+def offer_waiting_rooms(_worker_id: str, _server_info: object) -> None:
+    """On each registration (the first, and each after livekit-server restarts), rooms that were offered while
+    no worker was registered are offered again (`agent/waiting_rooms.py`); livekit-server would not."""
+    task = asyncio.get_running_loop().create_task(waiting_rooms.offer_again(time.time()))
+    _passes.add(task)
+    task.add_done_callback(_passes.discard)
 
 
 _process_tracing: list[TracerProvider | None] = []

@@ -18,7 +18,7 @@ AGENT = Path("agent")
 MAX_MODULE_LINES = 400
 
 # Lower layers never import higher ones. Separate programs (web, devstack) may use only the shared base.
-LAYER = {"contract": 0, "stores": 0, "settings": 1, "ops": 2, "mcp": 3, "voice": 4, "worker": 5}
+LAYER = {"contract": 0, "stores": 0, "settings": 1, "ops": 2, "mcp": 3, "voice": 4, "waiting_rooms": 4, "worker": 5}
 SHARED_BASE = ("settings", "contract", "stores")
 SEPARATE = {"web", "devstack"}
 ENTRY = {"__main__", "doctor"}  # command-line entries may reach every role
