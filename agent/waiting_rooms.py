@@ -42,7 +42,7 @@ log = logging.getLogger("lexvoz.worker")
 # registered this one (the worker hears of its registration a moment later, and the clocks of two hosts
 # differ by milliseconds under NTP); such a dispatch is left to the page service.
 MARGIN_S: Final = 1.0
-# Rooms looked at per registration; past this the rest wait for the page service (each costs two API calls).
+# Rooms looked at per registration; past this the rest wait for the page service (each costs one or two calls).
 MAX_ROOMS: Final = 200
 LIVEKIT_TIMEOUT_S: Final = 5.0
 AGENT_NAME_ATTRIBUTE: Final = "lk.agent_name"  # livekit-server sets it on every agent it admits
@@ -125,8 +125,10 @@ class WaitingRooms:
         try:
             waiting: list[tuple[str, list[str]]] = []
             listed = await lk.room.list_rooms(api.ListRoomsRequest())
-            occupied = [r.name for r in listed.rooms if r.num_participants > 0]
-            for room in occupied[: self._max_rooms]:
+            # Every room, not only those listed with participants: livekit-server updates a room's count a few
+            # seconds after people join, and the rooms this is for were made seconds ago.
+            rooms = [r.name for r in listed.rooms]
+            for room in rooms[: self._max_rooms]:
                 people = (await lk.room.list_participants(api.ListParticipantsRequest(room=room))).participants
                 if any(is_ours(p, name) for p in people):
                     return Offered(skipped="an agent of ours is in a room: workers were registered all along")
@@ -141,7 +143,7 @@ class WaitingRooms:
             return Offered(skipped="livekit-server did not answer")
         for room in offered:
             log.info("room left waiting while no worker was registered: offered again room=%s", room)
-        skipped = f"{len(occupied) - self._max_rooms} rooms not looked at" if len(occupied) > self._max_rooms else None
+        skipped = f"{len(rooms) - self._max_rooms} rooms not looked at" if len(rooms) > self._max_rooms else None
         if skipped:
             log.warning("rooms left waiting: %s (the page service offers them again)", skipped)
         return Offered(rooms=tuple(offered), skipped=skipped)
