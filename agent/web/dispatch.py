@@ -76,9 +76,10 @@ JOB_START_GRACE_S: Final = 15.0
 # once it has asked every agent server whether it serves that agent, which takes up to its CheckEnabledTimeout
 # (5 s) after each worker registration; a job accepted in those seconds is running but not listed. Past this the
 # likely case is that no worker was registered (right after livekit-server restarts, before the workers are back,
-# every offer goes nowhere), and such a dispatch is replaced, not waited out. (The worker that registers offers
-# such rooms again itself, `agent/waiting_rooms.py`, when it can tell no other worker took them; this is the rest.) Shorter, a request in those seconds
+# every offer goes nowhere), and such a dispatch is replaced, not waited out. Shorter, a request in those seconds
 # deleted the dispatch and so ended the job its worker had just accepted (`tests/e2e/test_waiting_e2e.py`).
+# The worker that registers offers such rooms again itself (`agent/waiting_rooms.py`) when it can tell that no
+# other worker took them; this covers the rest.
 OFFER_ANSWER_S: Final = 8.0
 LIVEKIT_TIMEOUT_S: Final = 5.0
 # The worker's sign of life and how old it may be (copies of agent/voice/heartbeat.py's, which this separate
