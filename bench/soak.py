@@ -36,21 +36,11 @@ if str(ROOT) not in sys.path:  # `python bench/soak.py` from the repository root
     sys.path.insert(0, str(ROOT))
 
 from bench.soak.faults import FaultOptions, Injector, schedule  # noqa: E402
-from bench.soak.figures import count_job_crashes, figures  # noqa: E402
+from bench.soak.figures import GOALS, count_job_crashes, figures, missed_goals  # noqa: E402
 from bench.soak.people import PeopleOptions, keep_people_coming  # noqa: E402
 from bench.soak.programs import Programs  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results" / "soak.json"
-GOALS: dict[str, Any] = {
-    "evidence_lost": 0,
-    "ledger_lost": 0,
-    "failures_told": 1.0,
-    "stuck_pages": 0,
-    "worker_deaths": 0,
-    "rss_growth_pct_per_hour": 5.0,
-    "fd_growth": "flat",
-    "recovery_p95_s": 10.0,
-}
 SAMPLE_EVERY_S = 5.0
 WARMUP_S = 20.0
 TAIL_S = 25.0
@@ -97,25 +87,6 @@ async def soak(programs: Programs, args: argparse.Namespace) -> dict[str, Any]:
         stuck_after_s=people_opts.stuck_after_s,
         t0=started,
     )
-
-
-def missed_goals(fig: dict[str, Any], *, long_run: bool) -> list[str]:
-    """The goals this run missed; memory and descriptor trends only count on runs long enough to show one."""
-    missed = []
-    for name in ("evidence_lost", "ledger_lost", "stuck_pages", "worker_deaths"):
-        if fig[name] != 0:
-            missed.append(f"{name} = {fig[name]}")
-    if fig["failures_told"] is not None and fig["failures_told"] < 1.0:
-        missed.append(f"failures_told = {fig['failures_told']}")
-    if fig["fault_errors"]:
-        missed.append(f"faults not injected or cleared: {fig['fault_errors']}")
-    if fig["recovery_p95_s"] is None or fig["recovery_p95_s"] > GOALS["recovery_p95_s"]:
-        missed.append(f"recovery_p95_s = {fig['recovery_p95_s']}")
-    if long_run:
-        for name, pct in fig["rss_growth_pct_per_hour"].items():
-            if pct is not None and pct >= GOALS["rss_growth_pct_per_hour"]:
-                missed.append(f"{name} memory grows {pct} % per hour")
-    return missed
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -21,7 +21,7 @@ import aiohttp
 import pytest
 
 from bench.soak.faults import KINDS, Fault, schedule
-from bench.soak.figures import growth, told_or_recovered
+from bench.soak.figures import growth, missed_goals, told_or_recovered
 from bench.soak.people import Page, PeopleOptions, Question, Visit, Wait
 from bench.soak.programs import Sample, Watched
 from tests import person as person_module
@@ -97,6 +97,33 @@ def test_memory_trends_per_hour_come_only_from_a_life_long_enough_to_show_one() 
     long = growth(steady)
     assert long["rss_growth_pct_per_hour"] is not None and 2.0 < long["rss_growth_pct_per_hour"] < 3.0
     assert "trend_unmeasured" not in long
+
+
+def test_descriptors_are_judged_by_their_level_and_a_leak_misses_the_goal() -> None:
+    """A server's descriptors follow the connections open: a count swinging with rooms is flat, whatever its
+    last sample says; one descriptor more a minute for an hour is a leak and misses the goal. A program the
+    faults restart every 5 minutes gets each life's level instead of a verdict."""
+    swinging = Watched("swinging")  # 60 minutes, 25-40 descriptors as people come and go
+    swinging.samples = [Sample(at=i * 10, pid=7, rss_mb=80, fds=25 + (i * 7) % 16) for i in range(360)]
+    leaking = Watched("leaking")  # the same swing plus one a minute
+    leaking.samples = [Sample(at=i * 10, pid=8, rss_mb=80, fds=25 + (i * 7) % 16 + i // 6) for i in range(360)]
+    restarted = Watched("restarted")
+    for life in range(10):
+        restarted.samples += [Sample(at=life * 300 + i * 10, pid=100 + life, rss_mb=80, fds=30) for i in range(30)]
+    programs = {w.name: growth(w) for w in (swinging, leaking, restarted)}
+    assert programs["swinging"]["fd_flat"] is True and abs(programs["swinging"]["fd_growth"]) <= 3
+    assert programs["leaking"]["fd_flat"] is False and programs["leaking"]["fd_growth"] > 30
+    assert programs["restarted"]["fd_flat"] is None and programs["restarted"]["fd_steady_by_life"] == [30.0] * 10
+    fig = {
+        "evidence_lost": 0, "ledger_lost": 0, "stuck_pages": 0, "worker_deaths": 0, "failures_told": 1.0,
+        "fault_errors": [], "recovery_p95_s": 5.0, "programs": programs,
+        "rss_growth_pct_per_hour": {n: p.get("rss_growth_pct_per_hour") for n, p in programs.items()},
+    }  # fmt: skip
+    missed = missed_goals(fig, long_run=True)
+    assert [m for m in missed if "descriptors" in m] == [
+        f"leaking descriptors grow by {programs['leaking']['fd_growth']}"
+    ]
+    assert missed_goals(fig, long_run=False) == []  # a 3-minute run cannot show a trend
 
 
 def test_a_conversation_left_waiting_in_silence_is_not_told() -> None:

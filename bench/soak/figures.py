@@ -11,7 +11,8 @@ Why each is defined as it is:
   given only when that incarnation was watched for `MIN_TREND_MINUTES`: a program the faults restart every
   five minutes is only ever seen warming up after its restart (livekit-server's rooms coming back), and four
   minutes of that, extrapolated to an hour, once read as a 31 % leak. Such a program gets `trend_unmeasured`
-  and the steady median of each of its lives instead, so growth that survives restarts still shows.
+  and the steady median of each of its lives instead, so growth that survives restarts still shows. The same
+  holds for descriptors, judged as a level (`descriptors`), since they follow the connections open.
 """
 
 from __future__ import annotations
@@ -31,6 +32,16 @@ from bench.stats import percentile
 PAGE_FAULTS = frozenset({"search_killed", "search_slow", "model_dropped", "livekit_restarted", "worker_restarted"})
 WARMUP_SHARE = 0.2
 MIN_TREND_MINUTES = 15.0
+GOALS: dict[str, Any] = {
+    "evidence_lost": 0,
+    "ledger_lost": 0,
+    "failures_told": 1.0,
+    "stuck_pages": 0,
+    "worker_deaths": 0,
+    "rss_growth_pct_per_hour": 5.0,
+    "fd_growth": "flat",
+    "recovery_p95_s": 10.0,
+}
 # livekit-agents' own error lines when a job process dies or hangs (ipc/supervised_proc.py, 1.8.9)
 JOB_CRASH_SIGNS = (
     "process exited with non-zero exit code",
@@ -118,7 +129,7 @@ def growth(watched: Watched) -> dict[str, Any]:
         "fd_start": steady[0].fds,
         "fd_end": steady[-1].fds,
         "fd_max": max(s.fds for s in steady),
-        "fd_growth": steady[-1].fds - steady[0].fds,
+        **descriptors(steady),
         "incarnations": len({s.pid for s in watched.samples}),
         "minutes_measured": round(minutes, 1),
     }
@@ -132,7 +143,24 @@ def growth(watched: Watched) -> dict[str, Any]:
         figures["rss_mb_steady_by_life"] = [
             round(float(np.median([s.rss_mb for s in _steady(life)])), 1) for life in lives if len(life) >= 5
         ]
+        figures["fd_flat"] = None
+        figures["fd_steady_by_life"] = [
+            round(float(np.median([s.fds for s in _steady(life)])), 1) for life in lives if len(life) >= 5
+        ]
     return figures
+
+
+def descriptors(steady: list[Sample]) -> dict[str, Any]:
+    """Descriptor growth as a level, not as two instants: the median of the last quarter of the steady samples
+    against the first quarter's. A server's open descriptors follow its live connections (livekit-server's rise
+    and fall with rooms and their transports), so the last sample minus the first says how many people were
+    connected at those two moments (once +10 over a 4-minute life). Flat: the end level is within the range
+    already seen at the start; a leak of one descriptor a minute is not, after an hour."""
+    quarter = max(1, len(steady) // 4)
+    first = [s.fds for s in steady[:quarter]]
+    last = [s.fds for s in steady[-quarter:]]
+    end_level = float(np.median(last))
+    return {"fd_growth": round(end_level - float(np.median(first)), 1), "fd_flat": end_level <= max(first)}
 
 
 def figures(
@@ -213,3 +241,25 @@ def count_job_crashes(log_dir: Path) -> int:
             if any(sign in line for sign in JOB_CRASH_SIGNS):
                 crashes += 1
     return crashes
+
+
+def missed_goals(fig: dict[str, Any], *, long_run: bool) -> list[str]:
+    """The goals this run missed; memory and descriptor trends only count on runs long enough to show one."""
+    missed = []
+    for name in ("evidence_lost", "ledger_lost", "stuck_pages", "worker_deaths"):
+        if fig[name] != 0:
+            missed.append(f"{name} = {fig[name]}")
+    if fig["failures_told"] is not None and fig["failures_told"] < 1.0:
+        missed.append(f"failures_told = {fig['failures_told']}")
+    if fig["fault_errors"]:
+        missed.append(f"faults not injected or cleared: {fig['fault_errors']}")
+    if fig["recovery_p95_s"] is None or fig["recovery_p95_s"] > GOALS["recovery_p95_s"]:
+        missed.append(f"recovery_p95_s = {fig['recovery_p95_s']}")
+    if long_run:
+        for name, pct in fig["rss_growth_pct_per_hour"].items():
+            if pct is not None and pct >= GOALS["rss_growth_pct_per_hour"]:
+                missed.append(f"{name} memory grows {pct} % per hour")
+        for name, program in fig["programs"].items():
+            if program.get("fd_flat") is False:
+                missed.append(f"{name} descriptors grow by {program['fd_growth']}")
+    return missed
