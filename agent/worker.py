@@ -217,7 +217,13 @@ def offer_waiting_rooms(_worker_id: str, _server_info: object) -> None:
     no worker was registered are offered again (`agent/waiting_rooms.py`); livekit-server would not."""
     task = asyncio.get_running_loop().create_task(waiting_rooms.offer_again(time.time()))
     _passes.add(task)
-    task.add_done_callback(_passes.discard)
+    task.add_done_callback(_pass_done)
+
+
+def _pass_done(task: asyncio.Task[Offered]) -> None:
+    _passes.discard(task)
+    if not task.cancelled() and (exc := task.exception()) is not None:  # livekit-server's own errors are handled
+        logger.warning("rooms left waiting not checked: %s", type(exc).__name__)
 
 
 _process_tracing: list[TracerProvider | None] = []
