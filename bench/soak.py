@@ -89,6 +89,16 @@ async def soak(programs: Programs, args: argparse.Namespace) -> dict[str, Any]:
     )
 
 
+def keep_samples(programs: Programs, path: Path) -> None:
+    """Every program's samples, one JSON line each, so a run's memory and descriptor figures can be worked out
+    again (a new definition, a plot) without running the hour again."""
+    with path.open("w", encoding="utf-8") as out:
+        for name, watched in programs.watched.items():
+            for s in watched.samples:
+                row = {"program": name, "at": s.at, "pid": s.pid, "rss_mb": s.rss_mb, "fds": s.fds}
+                out.write(json.dumps(row) + "\n")
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python bench/soak.py", description=__doc__.split("\n")[0])
     p.add_argument("--minutes", type=float, default=60.0, help="how long people talk while faults are injected")
@@ -102,7 +112,9 @@ def main(argv: list[str] | None = None) -> int:
         help="two livekit-server nodes on Redis, each worker registered through its own (docs/deploy.md)",
     )
     p.add_argument("--out", type=Path, default=RESULTS)
-    p.add_argument("--keep-logs", type=Path, default=None, help="copy every program's log here at the end")
+    p.add_argument(
+        "--keep-logs", type=Path, default=None, help="copy every program's log, and its samples, here at the end"
+    )
     args = p.parse_args(argv)
     if not 3 <= args.minutes <= 24 * 60:
         p.error("--minutes must be between 3 and 1440 (every fault kind needs about 3 minutes)")
@@ -126,6 +138,7 @@ def main(argv: list[str] | None = None) -> int:
             programs.stop()
             if args.keep_logs is not None:
                 shutil.copytree(programs.log_dir, args.keep_logs, dirs_exist_ok=True)
+                keep_samples(programs, args.keep_logs / "samples.jsonl")
     fig = {
         **fig,
         "goals": GOALS,
