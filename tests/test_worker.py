@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 import inspect
 import logging
@@ -21,6 +22,7 @@ from agent.ops.ledger.reader import read_room
 from agent.ops.redact import RedactingFilter
 from agent.settings import Settings, get_settings
 from agent.voice.conversation import close_shared_gateway
+from agent.waiting_rooms import Offered
 from realtime_standin import RealtimeStandIn
 from tests.job_double import (
     USER_IDENTITY,
@@ -112,6 +114,28 @@ async def running_job(worker: Any, settings: Settings, http: aiohttp.ClientSessi
             await conversation.session.aclose()
             await job.run_shutdown_callbacks()
             await close_shared_gateway()
+
+
+async def test_every_registration_starts_one_pass_over_the_rooms_left_waiting(worker, caplog) -> None:
+    """The first registration and each one after livekit-server comes back: a room opened in between waits for
+    no one else (`agent/waiting_rooms.py`). A pass that fails for a reason of its own is logged, not lost."""
+    started: list[float | None] = []
+
+    async def offer_again(registered_at: float | None = None) -> Offered:
+        started.append(registered_at)
+        if len(started) == 2:
+            raise ValueError("boom")
+        return Offered()
+
+    worker.waiting_rooms.offer_again = offer_again
+    with caplog.at_level(logging.WARNING, logger="lexvoz.worker"):
+        worker.server.emit("worker_registered", "AW_1", None)
+        worker.server.emit("worker_registered", "AW_2", None)
+        passes = list(worker._passes)
+        await asyncio.wait(passes, timeout=5)
+    assert len(passes) == 2 and not worker._passes  # kept until done, then let go
+    assert len(started) == 2 and all(isinstance(at, float) for at in started)
+    assert "rooms left waiting not checked: ValueError" in caplog.text
 
 
 async def test_the_entrypoint_is_run_job_and_nothing_else(worker) -> None:
