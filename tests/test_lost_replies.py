@@ -185,6 +185,21 @@ async def test_a_question_cut_mid_sentence_is_asked_to_be_repeated(monkeypatch: 
     assert session.asked == [REHEAR]
 
 
+async def test_a_question_spoken_over_an_answer_and_cut_is_asked_to_be_repeated_not_the_old_answer(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The person speaks over the agent's answer (a new question) and the link drops mid-sentence: what was lost
+    is their new question. Answering "the last thing the person said" again would answer the old one."""
+    monkeypatch.setattr(lost_replies, "REHEAR_AFTER_S", 0.01)
+    session, lost, link = rig()
+    lost.user_took_turn()
+    link.response()  # the answer to the first question, still open
+    link.emit("input_speech_started")  # the person speaks over it
+    link.reconnected()
+    await asyncio.sleep(0.05)
+    assert session.asked == [REHEAR]
+
+
 async def test_the_rest_of_a_cut_sentence_heard_as_a_new_turn_is_answered_instead(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -14,7 +14,8 @@ as it dropped was never answered.
 
 A reply counts as lost when a request for one failed, or when the link was restored while the model had a
 response open (`response.created` without its `response.done`), while the person was speaking (their words up to
-the drop went with the old link: the agent asks them to repeat), or after they stopped and before the model
+the drop went with the old link: the agent asks them to repeat, also when they were speaking over an answer, since
+what they were saying is newer than what the agent was answering), or after they stopped and before the model
 began its response. A response the model finished, still playing when the link dropped, is not lost: the person
 hears it all. The lost reply is asked for again once nothing is being said: the greeting if the person has not
 taken a turn yet, otherwise an answer to their last turn, with a short apology for the cut. Not when the person
@@ -119,10 +120,10 @@ class LostReplies:
     def _on_link_restored(self, _event: Any) -> None:
         open_response, speaking, unanswered = self._response_open, self._user_speaking, self._turn_unanswered
         self._response_open = self._user_speaking = self._turn_unanswered = False
-        if open_response:
-            self._lost("a response cut by a reconnection")
-        elif speaking:
+        if speaking:  # first: a person speaking over an open answer was asking something new, and that is lost
             self._lost("the person's turn cut by a reconnection", rehear=True)
+        elif open_response:
+            self._lost("a response cut by a reconnection")
         elif unanswered:
             self._lost("a turn the model had not answered when the link dropped")
 
