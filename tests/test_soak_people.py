@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import random
 import time
+from types import SimpleNamespace
+from typing import Any
 
 import aiohttp
 
 from bench.soak.faults import Fault
 from bench.soak.figures import told_or_recovered
-from bench.soak.people import Page, PeopleOptions, Question
+from bench.soak.people import MAX_ASKED_AGAIN, Page, PeopleOptions, Question, replied_without_research
 
 STUCK_AFTER_S = 30.0
 
@@ -66,3 +68,32 @@ async def test_a_question_the_page_ended_with_a_message_ends_the_visit(http: aio
     page.opts.questions_per_visit = (2, 2)
     visit = await page.run(stop_at=time.monotonic() + 60)
     assert [q.told for q in visit.questions] == ["session_ended"]
+
+
+async def test_a_question_the_agent_replied_to_without_looking_anything_up_is_repeated(
+    http: aiohttp.ClientSession,
+) -> None:
+    """The model's link dropped while the person was speaking: the agent apologised and asked for the question
+    again. A person repeats it (the hour-long soak's person waited 30 s for a search instead, a stuck page the
+    product did not have); repeats are counted, and bounded, so an agent that talks past questions still shows."""
+    page = ScriptedPage(http, [(None, "replied_without_research"), ("completed", None)])
+    fault = Fault("model_dropped", injected_at=page.visit.opened_at, cleared_at=page.visit.opened_at)
+    visit = await page.run(stop_at=time.monotonic() + 60)
+    assert [q.told or q.outcome for q in visit.questions] == ["replied_without_research", "completed"]
+    assert visit.asked_again == 1 and told_or_recovered(visit, [fault], STUCK_AFTER_S)
+
+    talks_past = ScriptedPage(http, [(None, "replied_without_research")] * (MAX_ASKED_AGAIN + 1))
+    visit = await talks_past.run(stop_at=time.monotonic() + 60)
+    assert visit.asked_again == MAX_ASKED_AGAIN and len(visit.questions) == MAX_ASKED_AGAIN + 1
+
+
+def test_a_reply_without_research_is_a_whole_new_line_after_the_question() -> None:
+    asked = 100.0
+
+    def person(*states: tuple[float, str]) -> Any:
+        return SimpleNamespace(agent_states=list(states))
+
+    assert replied_without_research(person((101, "speaking"), (103, "listening")), asked)
+    assert not replied_without_research(person((99, "speaking"), (101, "listening")), asked)  # the old line, cut
+    assert not replied_without_research(person((101, "speaking")), asked)  # still saying it
+    assert not replied_without_research(person((100.5, "thinking")), asked)

@@ -210,6 +210,7 @@ def figures(
         "failures_told": round(len(told) / len(hit), 3) if hit else None,
         "not_told": [v.room for v, _ in hit if v not in told][:10],
         "messages_shown": dict(Counter(kind.split(":")[0] for v in visits for _, kind in v.told)),
+        "asked_again": sum(v.asked_again for v in visits),
         "stuck_pages": len(stuck),
         "stuck_examples": stuck[:10],
         "worker_deaths": len(unplanned_exits),

@@ -25,6 +25,7 @@ from bench.load import TYPED_QUESTIONS
 from tests.person import AGENT_STATE_ATTRIBUTE, CHAT_TOPIC, TERMINAL, Person, first_agent_request_after_s
 
 FAILURE_ATTRIBUTE = "lexvoz.failure"
+MAX_ASKED_AGAIN = 2  # per visit: a person repeats a question the agent did not take, but not forever
 
 
 @dataclass
@@ -68,10 +69,19 @@ class Visit:
     lost: list[str] = field(default_factory=list)  # started, never ended, while its agent and room stayed
     cut: list[str] = field(default_factory=list)  # started, then its agent or the room went away
     seen: dict[str, str] = field(default_factory=dict)  # call_id -> terminal type, as the page saw them
+    asked_again: int = 0  # questions repeated because the agent replied without looking anything up
     error: str | None = None
 
     def stuck(self, after_s: float) -> list[Wait]:
         return [w for w in self.waits if w.ended_by is None and w.until - w.since > after_s]
+
+
+def replied_without_research(person: Person, asked_at: float) -> bool:
+    """Since the question, the agent began a line and finished it (it listens again), and no research started:
+    what a person hears when the agent did not get the question (with the stand-in, which follows no
+    instructions, its follow-up line stands for the agent's request to repeat)."""
+    spoke = any(at >= asked_at and state == "speaking" for at, state in person.agent_states)
+    return spoke and bool(person.agent_states) and person.agent_states[-1][1] == "listening"
 
 
 @dataclass
@@ -119,7 +129,9 @@ class Page:
         return (
             f"agent={'present' if agent else 'absent'} left={person.agent_left} mic={person.mic_subscribed} "
             f"greeted={person.greeted} state={attrs.get(AGENT_STATE_ATTRIBUTE)} model={attrs.get('lexvoz.model')} "
-            f"room={person.room.connection_state} messages={[m.type for m in person.messages][-4:]}"
+            f"room={person.room.connection_state} messages={[m.type for m in person.messages][-4:]} "
+            f"question={self.visit.questions[-1].kind if self.visit.questions else None} "
+            f"agent_states={[state for _, state in person.agent_states][-6:]}"
         )
 
     def _note_message(self) -> str | None:
@@ -273,12 +285,17 @@ class Page:
         else:
             await person.mic.speak()
         question.asked_at = time.monotonic()
-        by = await self.wait("research started", lambda: person.first("started", exclude=seen))
+        by = await self.wait(
+            "research started",
+            lambda: person.first("started", exclude=seen) or replied_without_research(person, question.asked_at),
+        )
         if by != "ok":
             question.told = by
             return question
         started = person.first("started", exclude=seen)
-        assert started is not None
+        if started is None:  # the agent said a whole line and looked nothing up: heard as "please say it again"
+            question.told = "replied_without_research"
+            return question
         seen.add(started.call_id)
         question.call_id, question.started_at = started.call_id, started.at
         by = await self.wait("research outcome", lambda: person.outcome_of(started.call_id))
@@ -305,6 +322,12 @@ class Page:
                     await self._until_speaking()
                 kind = "barge_in" if barge else ("typed" if asked % 2 == 0 else "spoken")
                 question = await self.ask(kind, seen)
+                if question.told == "replied_without_research" and self.visit.asked_again < MAX_ASKED_AGAIN:
+                    # What the agent says when the model's link cut the person's question mid-sentence: it apologises
+                    # and asks for the question again. A person repeats it; the count is reported, so an agent that
+                    # talks past questions shows as many repeats, and past MAX_ASKED_AGAIN the question counts.
+                    self.visit.asked_again += 1
+                    continue
                 if question.told == "agent_left":
                     # The agent was lost before it answered (its worker died): the page asks for another, and the
                     # person asks the new agent again. Counting this question would let the last one of a visit
