@@ -179,6 +179,7 @@ PRELOAD_MODULES = [
     "agent.ops.ledger",
     "agent.ops.telemetry",
     "agent.ops.metrics",
+    "agent.waiting_rooms",  # used by the worker process only, but a job imports this module, which imports it
 ]
 
 
