@@ -16,6 +16,7 @@ import aiohttp
 from bench.soak.faults import Fault
 from bench.soak.figures import told_or_recovered
 from bench.soak.people import MAX_ASKED_AGAIN, Page, PeopleOptions, Question, replied_without_research
+from tests.person import Person
 
 STUCK_AFTER_S = 30.0
 
@@ -90,8 +91,10 @@ async def test_a_question_the_agent_replied_to_without_looking_anything_up_is_re
 def test_a_reply_without_research_is_a_whole_new_line_after_the_question() -> None:
     asked = 100.0
 
-    def person(*states: tuple[float, str]) -> Any:
-        return SimpleNamespace(agent_states=list(states))
+    def person(*states: tuple[float, str]) -> Any:  # the page's record of the agent's states, read by Person's rule
+        page = SimpleNamespace(agent_states=list(states))
+        page.spoke_since = lambda mark: Person.spoke_since(page, mark)  # type: ignore[arg-type]
+        return page
 
     assert replied_without_research(person((101, "speaking"), (103, "listening")), asked)
     assert not replied_without_research(person((99, "speaking"), (101, "listening")), asked)  # the old line, cut

@@ -18,6 +18,7 @@ Why each is defined as it is:
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -140,14 +141,15 @@ def growth(watched: Watched) -> dict[str, Any]:
             f"its longest life was watched for {minutes:.1f} min after warm-up{restarted}; "
             f"a trend per hour needs {MIN_TREND_MINUTES:.0f}"
         )
-        figures["rss_mb_steady_by_life"] = [
-            round(float(np.median([s.rss_mb for s in _steady(life)])), 1) for life in lives if len(life) >= 5
-        ]
+        figures["rss_mb_steady_by_life"] = _steady_by_life(lives, lambda s: s.rss_mb)
         figures["fd_flat"] = None
-        figures["fd_steady_by_life"] = [
-            round(float(np.median([s.fds for s in _steady(life)])), 1) for life in lives if len(life) >= 5
-        ]
+        figures["fd_steady_by_life"] = _steady_by_life(lives, lambda s: s.fds)
     return figures
+
+
+def _steady_by_life(lives: list[list[Sample]], value: Callable[[Sample], float]) -> list[float]:
+    """The median of `value` over each life's steady samples (lives too short to have any are left out)."""
+    return [round(float(np.median([value(s) for s in _steady(life)])), 1) for life in lives if len(life) >= 5]
 
 
 def descriptors(steady: list[Sample]) -> dict[str, Any]:

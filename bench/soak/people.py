@@ -80,8 +80,7 @@ def replied_without_research(person: Person, asked_at: float) -> bool:
     """Since the question, the agent began a line and finished it (it listens again), and no research started:
     what a person hears when the agent did not get the question (with the stand-in, which follows no
     instructions, its follow-up line stands for the agent's request to repeat)."""
-    spoke = any(at >= asked_at and state == "speaking" for at, state in person.agent_states)
-    return spoke and bool(person.agent_states) and person.agent_states[-1][1] == "listening"
+    return person.spoke_since(asked_at) and person.agent_states[-1][1] == "listening"
 
 
 @dataclass
