@@ -151,6 +151,7 @@ class Person:
     agent_identity: str | None = None
     agent_left: bool = False
     greeted: bool = False
+    agent_joined_at: float = 0.0  # when the current agent joined (monotonic)
     mic_subscribed: bool = False
     lexvoz: bool = True  # False: the agent is the bare baseline (no Lexvoz attributes, no evidence)
     agent_states: list[tuple[float, str]] = field(default_factory=list)  # (monotonic, lk.agent.state) as changed
@@ -246,6 +247,7 @@ class Person:
                 # page's person waits for this agent's greeting as for the first one.
                 self.greeted = False
                 self.heartbeat_at = None
+                self.agent_joined_at = time.monotonic()
             self.agent_identity = participant.identity
             self.agent_left = False
             if HEARTBEAT_ATTRIBUTE in participant.attributes and self.heartbeat_at is None:
@@ -328,8 +330,14 @@ class Person:
                 await asyncio.wait_for(signal.wait(), remaining)
 
     def listening(self) -> bool:
-        """The agent has joined, greeted to the end, subscribed to our microphone, and listens."""
-        if self.agent_identity is None or self.agent_lost or not self.mic_subscribed or not self.greeted:
+        """The agent has joined, greeted to the end, subscribed to our microphone, and listens.
+
+        The greeting is over once its words arrived, or once the agent has spoken and listens again: a person
+        whose connection livekit-server replaced while the agent greeted (their node restarted) never receives
+        those words, but sees the agent speak and then listen, and asks."""
+        if self.agent_identity is None or self.agent_lost or not self.mic_subscribed:
+            return False
+        if not (self.greeted or self.spoke_since(self.agent_joined_at)):
             return False
         agent = self.room.remote_participants.get(self.agent_identity)
         return agent is not None and agent.attributes.get(AGENT_STATE_ATTRIBUTE) == "listening"

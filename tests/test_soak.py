@@ -19,14 +19,15 @@ from pathlib import Path
 
 import aiohttp
 import pytest
+from livekit import rtc
 
 from bench.soak.faults import KINDS, Fault, schedule
-from bench.soak.figures import growth, missed_goals, told_or_recovered
+from bench.soak.figures import growth, missed_goals, recoveries, told_or_recovered
 from bench.soak.people import Page, PeopleOptions, Question, Visit, Wait
 from bench.soak.programs import Sample, Watched
 from tests import person as person_module
 from tests.e2e.conftest import require_livekit_server
-from tests.person import HEARTBEAT_ATTRIBUTE, Person
+from tests.person import AGENT_STATE_ATTRIBUTE, HEARTBEAT_ATTRIBUTE, Person
 from tests.postgres_server import why_unavailable as postgres_unavailable
 from tests.standin_helpers import REPO_ROOT, RealtimeStandIn
 
@@ -141,6 +142,32 @@ def test_a_conversation_left_waiting_in_silence_is_not_told() -> None:
     assert told_or_recovered(unexplained, fault, stuck_after_s=30)
 
 
+def test_a_recovery_is_the_first_answer_to_a_question_asked_after_clearing_and_keeps_its_steps() -> None:
+    """Recovery runs from clearing to the first evidence for a question asked after it, whoever asked; an answer to
+    a question asked before clearing is no recovery, and the steps of the answer that counts are kept so a slow
+    recovery shows where its time went (the wait before asking, or the research)."""
+    faults = [Fault("livekit_restarted", 100.0, 104.0), Fault("ledger_db_stopped", 100.0, 160.0)]
+    earlier = Visit(index=0, opened_at=50.0, left_at=120.0)  # asked while the fault lasted: answered, not counted
+    earlier.questions.append(Question("typed", asked_at=103.0, outcome="completed", ended_at=105.0))
+    late = Visit(index=1, opened_at=90.0, left_at=140.0)
+    late.questions.append(Question("spoken", asked_at=112.0, started_at=113.5, outcome="completed", ended_at=114.0))
+    newcomer = Visit(index=2, opened_at=101.0, left_at=140.0)
+    newcomer.questions.append(Question("typed", asked_at=110.0, started_at=110.4, outcome="failed", ended_at=110.9))
+    newcomer.questions.append(Question("typed", asked_at=111.0, started_at=111.2, outcome="completed", ended_at=111.6))
+    found = recoveries([earlier, late, newcomer], faults, t0=100.0)
+    assert [r.row() for r in found] == [  # the ledger's database is not a fault the page faces
+        {
+            "kind": "livekit_restarted",
+            "cleared_s": 4.0,
+            "seconds": 7.6,
+            "asked_s": 7.0,
+            "started_s": 7.2,
+            "question": "typed",
+            "new_visit": True,
+        }
+    ]
+
+
 class _Agent:
     """What the room callbacks read of a remote participant."""
 
@@ -174,6 +201,40 @@ async def test_the_soaks_person_judges_a_silent_agent_lost_as_the_page_does(
     assert await page.wait("agent listening", lambda: False, within=30) == "agent_left"
     assert len(page.visit.agent_left_at) == 1  # the searches it started count as cut, not lost
     await person.aclose()
+
+
+class _Room:
+    """What `Person` reads of a room: the handlers it registers and the participants it sees."""
+
+    def __init__(self) -> None:
+        self.remote_participants: dict[str, _Agent] = {}
+
+    def on(self, *_args: object) -> None:
+        pass
+
+    def register_text_stream_handler(self, *_args: object) -> None:
+        pass
+
+
+async def test_a_person_whose_connection_was_replaced_mid_greeting_asks_once_the_agent_spoke_and_listens() -> None:
+    """In a cluster run a node restart replaced a person's connection while the agent greeted: the greeting's
+    words went to the old connection and never arrived, yet the page showed the agent speak and then listen. The
+    soak's person waited for those words for 30 s and counted a stuck page the product did not have; a person
+    asks once the agent has spoken and listens again, and still not before it has spoken."""
+    room = _Room()
+    person = Person({"url": "", "token": "t", "room": "lexvoz-r", "identity": "lexvoz-u"}, room=room)  # type: ignore[arg-type]
+    agent = _Agent("agent-1")
+    agent.attributes[AGENT_STATE_ATTRIBUTE] = "listening"
+    agent.kind = rtc.ParticipantKind.PARTICIPANT_KIND_AGENT  # type: ignore[attr-defined]
+    room.remote_participants[agent.identity] = agent
+    person._on_joined(agent)  # type: ignore[arg-type]
+    person._on_mic_subscribed(None)  # type: ignore[arg-type]
+    assert not person.listening()  # joined and listening, but has not greeted yet
+    person._on_attributes({AGENT_STATE_ATTRIBUTE: "speaking"}, agent)  # type: ignore[arg-type]
+    agent.attributes[AGENT_STATE_ATTRIBUTE] = "speaking"
+    assert not person.listening()  # still greeting
+    agent.attributes[AGENT_STATE_ATTRIBUTE] = "listening"  # the change event was lost with the old connection
+    assert person.listening() and not person.greeted
 
 
 @pytest.mark.soak

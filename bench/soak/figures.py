@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -71,20 +72,52 @@ def told_or_recovered(visit: Visit, faults: list[Fault], stuck_after_s: float) -
     return not after or any(q.outcome == "completed" for q in after)
 
 
-def recovery_times(visits: list[Visit], faults: list[Fault]) -> list[tuple[str, float]]:
+@dataclass(frozen=True)
+class Recovery:
+    """One cleared page-facing fault and the answer that ended its recovery, with the steps of that answer (seconds
+    after clearing): when its person asked, when the research started, when it ended with evidence. `new_visit`:
+    the person opened the page after the fault was injected (a page that started over, or a newcomer)."""
+
+    kind: str
+    cleared_s: float  # since the run began
+    seconds: float
+    asked_s: float
+    started_s: float | None
+    question: str
+    new_visit: bool
+
+    def row(self) -> dict[str, Any]:
+        return {k: round(v, 2) if isinstance(v, float) else v for k, v in asdict(self).items()}
+
+
+def recoveries(visits: list[Visit], faults: list[Fault], t0: float = 0.0) -> list[Recovery]:
     """For each cleared page-facing fault: from clearing to the first answer with evidence to a question asked
-    after it (by anyone), with the fault's kind."""
+    after it (by anyone)."""
     answers = sorted(
-        (q.asked_at, q.ended_at) for v in visits for q in v.questions if q.outcome == "completed" and q.ended_at
+        ((q.ended_at, q, v) for v in visits for q in v.questions if q.outcome == "completed" and q.ended_at),
+        key=lambda a: a[0],
     )
-    times = []
+    found = []
     for fault in faults:
-        if fault.kind not in PAGE_FAULTS or fault.cleared_at is None:
+        if fault.kind not in PAGE_FAULTS or (cleared := fault.cleared_at) is None:
             continue
-        later = [ended for asked, ended in answers if asked >= fault.cleared_at]
-        if later:
-            times.append((fault.kind, min(later) - fault.cleared_at))
-    return times
+        first = next(((q, v) for _, q, v in answers if q.asked_at >= cleared), None)
+        if first is None:
+            continue
+        q, v = first
+        assert q.ended_at is not None
+        found.append(
+            Recovery(
+                kind=fault.kind,
+                cleared_s=cleared - t0,
+                seconds=q.ended_at - cleared,
+                asked_s=q.asked_at - cleared,
+                started_s=None if q.started_at is None else q.started_at - cleared,
+                question=q.kind,
+                new_visit=v.opened_at >= fault.injected_at,
+            )
+        )
+    return found
 
 
 def ledger_lost(visits: list[Visit], ledger_url: str) -> tuple[int, list[str]]:
@@ -184,8 +217,8 @@ def figures(
     told = [v for v, fs in hit if told_or_recovered(v, fs, stuck_after_s)]
     questions = [q for v in visits for q in v.questions]
     lost_count, lost_examples = ledger_lost(visits, ledger_url)
-    recovery_by_kind = recovery_times(visits, faults)
-    recovery = [t for _, t in recovery_by_kind]
+    recovered = recoveries(visits, faults, t0)
+    recovery = [r.seconds for r in recovered]
     stuck = [
         (v.room, w.what, round(w.since - t0, 1), round(w.until - w.since, 1), w.seen)
         for v in visits
@@ -223,8 +256,9 @@ def figures(
         "recovery_p95_s": round(percentile(recovery, 95), 2) if recovery else None,
         "recovery_max_s": round(max(recovery), 2) if recovery else None,
         "recovery_by_kind_max_s": {
-            kind: round(max(t for k, t in recovery_by_kind if k == kind), 2) for kind, _ in recovery_by_kind
+            kind: round(max(r.seconds for r in recovered if r.kind == kind), 2) for kind in {r.kind for r in recovered}
         },
+        "recovery_samples": [r.row() for r in recovered],
         "fault_timeline": [
             (f.kind, round(f.injected_at - t0, 1), round(f.cleared_at - t0, 1) if f.cleared_at else None)
             for f in faults
