@@ -95,6 +95,32 @@ async def test_a_failed_or_stuck_write_does_not_stop_the_next_ones(caplog: pytes
     assert "TimeoutError" in warnings[0].getMessage()
 
 
+async def test_each_refresh_carries_the_attributes_as_they_are_at_that_moment() -> None:
+    """What the room must show of the agent is written again with every refresh, read when each write goes out, so
+    a write lost in a reconnection is made good by the next one; a carry that fails never holds the sign of life."""
+    participant = Recorder()
+    state = {"lk.agent.state": "speaking"}
+    broken = False
+
+    def carry() -> dict[str, str]:
+        if broken:
+            raise KeyError("state")
+        return dict(state)
+
+    beat = Heartbeat(participant, period_s=PERIOD_S)
+    beat.start(carry=carry)
+    await participant.until_writes(1)
+    state["lk.agent.state"] = "listening"
+    await participant.until_writes(len(participant.writes) + 2)
+    assert participant.writes[0]["lk.agent.state"] == "speaking"
+    assert participant.writes[-1]["lk.agent.state"] == "listening"
+    assert all(HEARTBEAT_ATTRIBUTE in w for w in participant.writes)
+    broken = True
+    await participant.until_writes(len(participant.writes) + 1)
+    assert set(participant.writes[-1]) == {HEARTBEAT_ATTRIBUTE}
+    await beat.aclose()
+
+
 def test_the_value_is_unix_milliseconds_in_digits() -> None:
     assert heartbeat_value(1_800_000_000.1234) == "1800000000123"
     assert heartbeat_value(1_800_000_000.1234).isdigit()
@@ -147,3 +173,49 @@ async def test_a_conversation_announces_its_sign_of_life_with_its_first_attribut
     async with asyncio.timeout(5):
         await conversation.ended.wait()  # the conversation is over: the agent is leaving the room
     assert not conversation.heartbeat.running
+
+
+async def test_a_state_the_framework_could_not_write_while_the_room_reconnected_reaches_the_page(
+    server: FakeMcpServer, http: aiohttp.ClientSession, tmp_path: Path
+) -> None:
+    """livekit-agents writes `lk.agent.state` only while the room is connected. In a 60-minute cluster soak the
+    agent's livekit-server node restarted while it answered: the answer ended as its connection was being
+    restored, "listening" was never written, and the page showed the agent speaking for as long as the person
+    waited (2 stuck pages). The heartbeat now carries the state, so the page sees it within a period."""
+    async with RealtimeStandIn(speed=1.0, ms_per_char=40) as slow:  # a greeting that lasts a few seconds
+        settings = Settings(
+            OPENAI_API_KEY="test-key",
+            OPENAI_BASE_URL=slow.base_url,
+            LEXVOZ_REHEARSAL=False,
+            LEXVOZ_MCP_URL=server.url,
+            LEXVOZ_LEDGER_PATH=tmp_path / "ledger.sqlite3",
+        )
+        room = mocked_room()
+        await close_shared_gateway()
+        conversation = await start_conversation(room, settings, http_session=http)
+        try:
+
+            def speaking_then_cut_off() -> bool:
+                if latest_attributes(room).get("lk.agent.state") != "speaking":
+                    return False
+                room.isconnected.return_value = False  # the agent's connection is being restored from here
+                return True
+
+            listening = asyncio.Event()
+            conversation.session.on(
+                "agent_state_changed",
+                lambda ev: listening.set() if (ev.old_state, ev.new_state) == ("speaking", "listening") else None,
+            )
+            await until(room, speaking_then_cut_off)
+            async with asyncio.timeout(30):
+                await listening.wait()  # the greeting ended during the outage
+            assert latest_attributes(room).get("lk.agent.state") == "speaking"  # the framework wrote nothing
+            room.isconnected.return_value = True
+            await until(
+                room,
+                lambda: latest_attributes(room).get("lk.agent.state") == "listening",
+                timeout_s=3 * heartbeat.HEARTBEAT_PERIOD_S,
+            )
+        finally:
+            await conversation.session.aclose()
+            await close_shared_gateway()

@@ -17,6 +17,7 @@ import aiohttp
 from livekit import rtc
 from livekit.agents import AgentSession, CloseEvent, TurnHandlingOptions
 from livekit.agents import vad as agents_vad
+from livekit.agents.types import ATTRIBUTE_AGENT_STATE
 from livekit.agents.voice.room_io import RoomOptions, TextInputOptions, TextOutputOptions
 from livekit.plugins import openai
 from openai.types.realtime import AudioTranscription
@@ -160,14 +161,10 @@ class Conversation:
         self._on_end = on_end
         with contextlib.suppress(Exception):
             await self.room.local_participant.set_attributes(
-                {
-                    MODE_ATTRIBUTE: "rehearsal" if self.settings.rehearsal else "live",
-                    **self.link.attributes(),
-                    **(self.heartbeat.attributes() if self.heartbeat is not None else {}),
-                }
+                {**self.room_attributes(), **(self.heartbeat.attributes() if self.heartbeat is not None else {})}
             )
         if self.heartbeat is not None:
-            self.heartbeat.start()
+            self.heartbeat.start(carry=self.room_attributes)
         self.session.on("close", self._on_close)
         # Tells the page which agent line was cut off (see agent/voice/speech.py).
         self.interruptions.attach(self.session)
@@ -188,6 +185,14 @@ class Conversation:
         )
         self.time_limit = limit
         self.session.on("close", lambda _ev: limit.cancel())
+
+    def room_attributes(self) -> dict[str, str]:
+        """What the room must show of this agent now: its mode, its voice model's link and, once the session has
+        one, its state. Written first at the start, then carried by every heartbeat (agent/voice/heartbeat.py)."""
+        attrs = {MODE_ATTRIBUTE: "rehearsal" if self.settings.rehearsal else "live", **self.link.attributes()}
+        if (state := self.session.agent_state) != "initializing":  # livekit-agents writes none before its first
+            attrs[ATTRIBUTE_AGENT_STATE] = state
+        return attrs
 
     def _on_model_failure(self, failure: ModelFailure) -> None:
         # A search running now can never be answered: cancel it and discard its evidence like a stale turn.

@@ -10,7 +10,17 @@ participant, judges by the value against its own clock (both are servers) before
 
 `set_attributes` merges: the Python SDK sends only the keys it is given, and livekit-server's
 `ParticipantImpl.SetAttributes` overwrites those keys and keeps the others (an empty value deletes one). So this
-write never clobbers `lexvoz.mode`, `lexvoz.model` or `lexvoz.end_reason`, and theirs never clobber it.
+write never clobbers `lexvoz.end_reason`, and no other write clobbers it.
+
+Each refresh also carries what the room must show of the agent now (`start(carry=...)`: its state, its mode, its
+voice model's link), read at the moment of the write. A write made while the agent's connection to livekit-server
+is being restored is lost: livekit-agents skips its `lk.agent.state` write altogether while the room is not
+connected, and an attribute write in flight then times out. A state change in that window (an answer ending as
+the agent's livekit-server node restarted) left the page showing "hablando" over a listening agent until the
+next change, which may never come: the person waits for the agent to finish. Carried by the next refresh, the
+room shows the truth within a period. Carrying is safe: a carried value is read and its write issued in one step
+of the event loop, so a later change by its owner is written after it, and livekit-server tells the page only the
+keys whose values changed.
 """
 
 from __future__ import annotations
@@ -19,7 +29,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Final, Protocol
 
 logger = logging.getLogger("lexvoz.heartbeat")
@@ -65,6 +75,7 @@ class Heartbeat:
         self._clock = clock
         self._task: asyncio.Task[None] | None = None
         self._warned = False
+        self._carry: Callable[[], Mapping[str, str]] | None = None
 
     def attributes(self) -> dict[str, str]:
         return {HEARTBEAT_ATTRIBUTE: heartbeat_value(self._clock())}
@@ -74,7 +85,9 @@ class Heartbeat:
         """Started, and neither stopped nor dead."""
         return self._task is not None and not self._task.done() and not self._task.cancelling()
 
-    def start(self) -> None:
+    def start(self, carry: Callable[[], Mapping[str, str]] | None = None) -> None:
+        """Refresh every period from now on; `carry()` gives the other attributes each refresh writes again."""
+        self._carry = carry
         if self._task is None:
             self._task = asyncio.get_running_loop().create_task(self._beat(), name="lexvoz-heartbeat")
 
@@ -89,6 +102,16 @@ class Heartbeat:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
 
+    def _refresh(self) -> dict[str, str]:
+        """The sign of life, with what it carries; a carry that fails never holds the sign of life back."""
+        carried: dict[str, str] = {}
+        if self._carry is not None:
+            try:
+                carried = dict(self._carry())
+            except Exception as exc:
+                logger.warning("could not read the attributes to refresh: %s", type(exc).__name__)
+        return {**carried, **self.attributes()}
+
     async def _beat(self) -> None:
         loop = asyncio.get_running_loop()
         due = loop.time()
@@ -100,7 +123,7 @@ class Heartbeat:
                 # Bounded: a write that never completes must not hold back the ones after it. (`asyncio.timeout`,
                 # not `wait_for`, whose 3.11 version can swallow the stop's cancellation when a write just ended.)
                 async with asyncio.timeout(self._period_s):
-                    await self._participant.set_attributes(self.attributes())
+                    await self._participant.set_attributes(self._refresh())
             except Exception as exc:  # the room may be going away; the next period tries again
                 if not self._warned:
                     logger.warning("could not refresh the heartbeat attribute: %s", type(exc).__name__)
