@@ -73,6 +73,16 @@ def attributes(room: Any) -> list[dict[str, str]]:
     return [call.args[0] for call in room.local_participant.set_attributes.await_args_list]
 
 
+def shown(room: Any, key: str) -> list[str]:
+    """The values of one attribute as the page sees them: each change, in order. livekit-server tells the page
+    only keys whose value changed, and the heartbeat writes the agent's attributes again as they are."""
+    values: list[str] = []
+    for attrs in attributes(room):
+        if key in attrs and (not values or values[-1] != attrs[key]):
+            values.append(attrs[key])
+    return values
+
+
 def latest_attributes(room: Any) -> dict[str, str]:
     merged: dict[str, str] = {}
     for attrs in attributes(room):

@@ -29,7 +29,7 @@ from agent.voice.model_link import FAILURE_CAUSES, OPERATOR_HINTS, classify
 from realtime_standin import RealtimeStandIn
 from tests.e2e.conftest import free_port
 from tests.fake_realtime_endpoint import FakeRealtimeEndpoint
-from tests.job_double import FakeJob, attributes, fake_job, latest_attributes, messages, mocked_room, until
+from tests.job_double import FakeJob, attributes, fake_job, latest_attributes, messages, mocked_room, shown, until
 from tests.mcp_fixture import FakeMcpServer, synthetic_source
 
 SECRET_KEY = "sk-proj-very-secret-value-0123456789"
@@ -184,8 +184,7 @@ async def test_a_connection_dropped_mid_search_discards_the_search_and_tells_the
         assert endpoint.handshakes == ATTEMPTS  # one connection, then the plugin's three reconnects
 
     assert [m["type"] for m in messages(room)] == ["started", "discarded"]  # its evidence never shown
-    states = [a["lexvoz.model"] for a in attributes(room) if "lexvoz.model" in a]
-    assert states == ["connecting", "connected", "reconnecting", "failed"]
+    assert shown(room, "lexvoz.model") == ["connecting", "connected", "reconnecting", "failed"]
     assert latest_attributes(room)["lexvoz.failure"] == "dropped"
     assert fake.shutdown_reasons == ["voice model failed (dropped)"]
     assert failures("dropped") == before + 1
@@ -203,10 +202,9 @@ async def test_a_dropped_connection_that_comes_back_keeps_the_conversation(
             await until(room, lambda: latest_attributes(room).get("lexvoz.model") == "connected")
             await endpoint.drop(refuse=None)  # a blip: the plugin's reconnect gets through
 
-            def states() -> list[str]:
-                return [a["lexvoz.model"] for a in attributes(room) if "lexvoz.model" in a]
-
-            await until(room, lambda: states() == ["connecting", "connected", "reconnecting", "connected"])
+            await until(
+                room, lambda: shown(room, "lexvoz.model") == ["connecting", "connected", "reconnecting", "connected"]
+            )
             assert endpoint.forwarded == 2
             assert not conversation.ended.is_set()
             assert fake.shutdown_reasons == []
