@@ -152,6 +152,7 @@ def test_a_recovery_is_the_first_answer_to_a_question_asked_after_clearing_and_k
     late = Visit(index=1, opened_at=90.0, left_at=140.0)
     late.questions.append(Question("spoken", asked_at=112.0, started_at=113.5, outcome="completed", ended_at=114.0))
     newcomer = Visit(index=2, opened_at=101.0, left_at=140.0)
+    newcomer.waits += [Wait("agent", 102.0, 106.5, "ok"), Wait("agent listening", 106.5, 109.0, "ok")]
     newcomer.questions.append(Question("typed", asked_at=110.0, started_at=110.4, outcome="failed", ended_at=110.9))
     newcomer.questions.append(Question("typed", asked_at=111.0, started_at=111.2, outcome="completed", ended_at=111.6))
     found = recoveries([earlier, late, newcomer], faults, t0=100.0)
@@ -164,6 +165,8 @@ def test_a_recovery_is_the_first_answer_to_a_question_asked_after_clearing_and_k
             "started_s": 7.2,
             "question": "typed",
             "new_visit": True,
+            "agent_s": 2.5,
+            "listening_s": 5.0,
         }
     ]
 

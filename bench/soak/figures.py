@@ -27,7 +27,7 @@ import numpy as np
 
 from agent.ops.ledger.reader import read_room
 from bench.soak.faults import Fault
-from bench.soak.people import Visit
+from bench.soak.people import Question, Visit
 from bench.soak.programs import Sample, Watched
 from bench.stats import percentile
 
@@ -75,8 +75,9 @@ def told_or_recovered(visit: Visit, faults: list[Fault], stuck_after_s: float) -
 @dataclass(frozen=True)
 class Recovery:
     """One cleared page-facing fault and the answer that ended its recovery, with the steps of that answer (seconds
-    after clearing): when its person asked, when the research started, when it ended with evidence. `new_visit`:
-    the person opened the page after the fault was injected (a page that started over, or a newcomer)."""
+    after clearing): when its person's agent joined and listened (None: before clearing), when they asked, when
+    the research started, when it ended with evidence. `new_visit`: the person opened the page after the fault
+    was injected (a page that started over, or a newcomer)."""
 
     kind: str
     cleared_s: float  # since the run began
@@ -85,6 +86,8 @@ class Recovery:
     started_s: float | None
     question: str
     new_visit: bool
+    agent_s: float | None = None  # its person's agent joined (the last wait for one that ended before asking)
+    listening_s: float | None = None  # that agent had greeted and listened (idem)
 
     def row(self) -> dict[str, Any]:
         return {k: round(v, 2) if isinstance(v, float) else v for k, v in asdict(self).items()}
@@ -106,6 +109,11 @@ def recoveries(visits: list[Visit], faults: list[Fault], t0: float = 0.0) -> lis
             continue
         q, v = first
         assert q.ended_at is not None
+
+        def ended(what: str, q: Question = q, v: Visit = v) -> float | None:
+            ends = [w.until for w in v.waits if w.what == what and w.ended_by == "ok" and w.until <= q.asked_at]
+            return ends[-1] - cleared if ends and ends[-1] >= cleared else None
+
         found.append(
             Recovery(
                 kind=fault.kind,
@@ -115,6 +123,8 @@ def recoveries(visits: list[Visit], faults: list[Fault], t0: float = 0.0) -> lis
                 started_s=None if q.started_at is None else q.started_at - cleared,
                 question=q.kind,
                 new_visit=v.opened_at >= fault.injected_at,
+                agent_s=ended("agent"),
+                listening_s=ended("agent listening"),
             )
         )
     return found
