@@ -149,16 +149,20 @@ async def standin() -> AsyncIterator[RealtimeStandIn]:
         yield s
 
 
-async def test_a_conversation_announces_its_sign_of_life_with_its_first_attributes_and_stops_at_its_end(
-    standin: RealtimeStandIn, server: FakeMcpServer, http: aiohttp.ClientSession, tmp_path: Path
-) -> None:
-    settings = Settings(
+def _settings(standin: RealtimeStandIn, server: FakeMcpServer, tmp_path: Path) -> Settings:
+    return Settings(
         OPENAI_API_KEY="test-key",
         OPENAI_BASE_URL=standin.base_url,
         LEXVOZ_REHEARSAL=False,
         LEXVOZ_MCP_URL=server.url,
         LEXVOZ_LEDGER_PATH=tmp_path / "ledger.sqlite3",
     )
+
+
+async def test_a_conversation_announces_its_sign_of_life_with_its_first_attributes_and_stops_at_its_end(
+    standin: RealtimeStandIn, server: FakeMcpServer, http: aiohttp.ClientSession, tmp_path: Path
+) -> None:
+    settings = _settings(standin, server, tmp_path)
     room = mocked_room()
     await close_shared_gateway()
     conversation = await start_conversation(room, settings, http_session=http, greet=False)
@@ -183,13 +187,7 @@ async def test_a_state_the_framework_could_not_write_while_the_room_reconnected_
     restored, "listening" was never written, and the page showed the agent speaking for as long as the person
     waited (2 stuck pages). The heartbeat now carries the state, so the page sees it within a period."""
     async with RealtimeStandIn(speed=1.0, ms_per_char=40) as slow:  # a greeting that lasts a few seconds
-        settings = Settings(
-            OPENAI_API_KEY="test-key",
-            OPENAI_BASE_URL=slow.base_url,
-            LEXVOZ_REHEARSAL=False,
-            LEXVOZ_MCP_URL=server.url,
-            LEXVOZ_LEDGER_PATH=tmp_path / "ledger.sqlite3",
-        )
+        settings = _settings(slow, server, tmp_path)
         room = mocked_room()
         await close_shared_gateway()
         conversation = await start_conversation(room, settings, http_session=http)
