@@ -109,11 +109,6 @@ def recoveries(visits: list[Visit], faults: list[Fault], t0: float = 0.0) -> lis
             continue
         q, v = first
         assert q.ended_at is not None
-
-        def ended(what: str, q: Question = q, v: Visit = v) -> float | None:
-            ends = [w.until for w in v.waits if w.what == what and w.ended_by == "ok" and w.until <= q.asked_at]
-            return ends[-1] - cleared if ends and ends[-1] >= cleared else None
-
         found.append(
             Recovery(
                 kind=fault.kind,
@@ -123,11 +118,17 @@ def recoveries(visits: list[Visit], faults: list[Fault], t0: float = 0.0) -> lis
                 started_s=None if q.started_at is None else q.started_at - cleared,
                 question=q.kind,
                 new_visit=v.opened_at >= fault.injected_at,
-                agent_s=ended("agent"),
-                listening_s=ended("agent listening"),
+                agent_s=_wait_ended(v, "agent", q, cleared),
+                listening_s=_wait_ended(v, "agent listening", q, cleared),
             )
         )
     return found
+
+
+def _wait_ended(visit: Visit, what: str, question: Question, cleared: float) -> float | None:
+    """Seconds after clearing that the visit's last `what` wait before `question` ended well; None if before."""
+    ends = [w.until for w in visit.waits if w.what == what and w.ended_by == "ok" and w.until <= question.asked_at]
+    return ends[-1] - cleared if ends and ends[-1] >= cleared else None
 
 
 def ledger_lost(visits: list[Visit], ledger_url: str) -> tuple[int, list[str]]:
@@ -266,7 +267,8 @@ def figures(
         "recovery_p95_s": round(percentile(recovery, 95), 2) if recovery else None,
         "recovery_max_s": round(max(recovery), 2) if recovery else None,
         "recovery_by_kind_max_s": {
-            kind: round(max(r.seconds for r in recovered if r.kind == kind), 2) for kind in {r.kind for r in recovered}
+            kind: round(max(r.seconds for r in recovered if r.kind == kind), 2)
+            for kind in dict.fromkeys(r.kind for r in recovered)  # in the order the faults came, as before
         },
         "recovery_samples": [r.row() for r in recovered],
         "fault_timeline": [
