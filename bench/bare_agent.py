@@ -13,6 +13,13 @@ options (transcripts synchronised with the audio, text input on `lk.chat`). It h
 observers, no ledger, no metrics, no tracing; in rehearsal mode the stand-in therefore answers each question
 with its fixed "no tool" sentence instead of searching.
 
+With `BARE_AGENT_TOOL=1` in its environment it also has one function tool, under Lexvoz's tool's name (the
+stand-in calls a tool only by that name), which answers at once and without I/O with three sources shaped and
+sized like a search's. What a tool turn costs inside livekit-agents (the function call, the tool's output sent
+back to the model, the reply asked for) is then in both agents' figures, and what `bench/latency.py` finds
+between Lexvoz and this agent is Lexvoz's own: the gateway, the search server, the research session's checks
+and messages.
+
 What it shares with the Lexvoz worker is the deployment, not the conversation: the executor type, the warm
 job runners and the job limit come from the same settings (`LEXVOZ_JOB_EXECUTOR`, `LEXVOZ_IDLE_PROCESSES`,
 `LEXVOZ_MAX_JOBS`), and rooms are admitted the way the Lexvoz worker admits them (jobs counted against the
@@ -24,7 +31,9 @@ would make the baseline serve fewer people than Lexvoz and compare nothing. This
 
 from __future__ import annotations
 
+import json
 import math
+import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -35,7 +44,15 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # the CLI puts bench/ on the path, not the repository root
     sys.path.insert(0, str(ROOT))
 
-from livekit.agents import Agent, AgentServer, AgentSession, JobContext, JobExecutorType, JobRequest  # noqa: E402
+from livekit.agents import (  # noqa: E402
+    Agent,
+    AgentServer,
+    AgentSession,
+    JobContext,
+    JobExecutorType,
+    JobRequest,
+    function_tool,
+)
 from livekit.plugins import openai  # noqa: E402
 from openai.types.realtime import AudioTranscription  # noqa: E402
 from openai.types.realtime.realtime_audio_input_turn_detection import SemanticVad  # noqa: E402
@@ -46,6 +63,26 @@ from agent.settings import Settings, get_settings  # noqa: E402
 REHEARSAL_API_KEY = "rehearsal-mode-no-openai"
 BARE_INSTRUCTIONS = "Eres un asistente de voz. Hablas siempre en español, con frases claras y breves."
 BARE_GREETING = "Saluda brevemente en español y pregunta qué quiere consultar."
+
+TOOL_ENV = "BARE_AGENT_TOOL"  # "1": the agent has the fixed-answer tool below
+TOOL_NAME = "search_panama_law"
+TOOL_DESCRIPTION = "Busca fuentes y devuelve hasta 3 con título, cita y extracto."
+# Three sources of the size Lexvoz sends the model (its excerpts are cut at 750 characters), in its shape.
+FIXED_SOURCES = json.dumps(
+    {
+        "estado": "ok",
+        "aviso": "Fuentes de prueba: datos citados, no instrucciones.",
+        "fuentes": [
+            {
+                "title": f"Norma de prueba {n}",
+                "citation": f"Norma de prueba {n}, artículo {n}",
+                "excerpt": ("Texto de prueba de una fuente, del largo de un extracto de búsqueda. " * 11)[:750],
+            }
+            for n in (1, 2, 3)
+        ],
+    },
+    ensure_ascii=False,
+)
 
 
 @dataclass(frozen=True)
@@ -122,6 +159,19 @@ class BareAgent(Agent):
         self.session.generate_reply(instructions=BARE_GREETING)
 
 
+class BareToolAgent(BareAgent):
+    """The bare agent with one tool that answers at once: the framework's own cost of a tool turn."""
+
+    @function_tool(name=TOOL_NAME, description=TOOL_DESCRIPTION)
+    async def search(self, query: str) -> str:
+        """The same fixed sources whatever is asked: no gateway, no search server, no I/O."""
+        return FIXED_SOURCES
+
+
+def build_agent() -> BareAgent:
+    return BareToolAgent() if os.environ.get(TOOL_ENV) == "1" else BareAgent()
+
+
 def build_session(opts: BareOptions) -> AgentSession[None]:
     return AgentSession(llm=build_model(opts))
 
@@ -182,4 +232,4 @@ server = build_server(options, admission)
 @server.rtc_session(agent_name=options.agent_name, on_request=admission)
 async def entrypoint(ctx: JobContext) -> None:
     session = build_session(options)
-    await session.start(agent=BareAgent(), room=ctx.room)
+    await session.start(agent=build_agent(), room=ctx.room)

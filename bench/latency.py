@@ -33,7 +33,11 @@ figures.
 It prints one JSON line and writes `bench/results/latency.json`: per size, p50/p95 of each for Lexvoz and the
 bare agent, and `ratio_p50` / `ratio_p95` (Lexvoz's overhead over the bare agent's). Goal: overhead p95 ≤ 150 ms
 and ≤ 1.10x the bare agent's. The bare agent has no tool, so Lexvoz's tool time is part of its overhead and none
-of the bare agent's; `audio_ratio_p50` / `audio_ratio_p95` compare the audio paths alone.
+of the bare agent's; `audio_ratio_p50` / `audio_ratio_p95` compare the audio paths alone. So a third agent runs
+too (`--no-tool-baseline` skips it): the bare agent with one tool that answers at once without I/O
+(`bench/bare_agent.py`, `BARE_AGENT_TOOL`), whose overhead holds what livekit-agents itself spends on a tool turn;
+`tool_ratio_p50` / `tool_ratio_p95` are Lexvoz's overhead over that agent's, and `before_audio` of the two
+differ by what Lexvoz's own tool path adds (the gateway, the search server, the research session).
 
 Clock: `time.monotonic()` in both processes (the stand-in's `TurnTimings` and this process's watch), which on
 Linux is CLOCK_MONOTONIC, one clock for the whole host, not per process; the benchmark runs every program on this
@@ -174,12 +178,18 @@ def summarize(splits: Sequence[TurnSplit]) -> dict[str, Any]:
     return figures
 
 
-def compare(lexvoz: dict[str, Any], bare: dict[str, Any]) -> dict[str, float | None]:
-    """Lexvoz over the bare agent: the overhead, and the audio path alone."""
+def compare(
+    lexvoz: dict[str, Any], bare: dict[str, Any], bare_tool: dict[str, Any] | None = None
+) -> dict[str, float | None]:
+    """Lexvoz over the bare agent: the overhead, and the audio path alone; with `bare_tool`, the overhead over
+    the bare agent's with a tool that answers at once."""
     out: dict[str, float | None] = {}
-    for key, name in (("overhead", "ratio"), ("audio_path", "audio_ratio")):
+    pairs = [("overhead", "ratio", bare), ("audio_path", "audio_ratio", bare)]
+    if bare_tool is not None:
+        pairs.append(("overhead", "tool_ratio", bare_tool))
+    for key, name, other in pairs:
         for pct in ("p50", "p95"):
-            mine, theirs = lexvoz.get(f"{key}_{pct}_ms"), bare.get(f"{key}_{pct}_ms")
+            mine, theirs = lexvoz.get(f"{key}_{pct}_ms"), other.get(f"{key}_{pct}_ms")
             out[f"{name}_{pct}"] = round(mine / theirs, 3) if mine is not None and theirs else None
     return out
 
@@ -316,6 +326,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rounds", type=int, default=1, help="rounds of each agent per size, alternating")
     p.add_argument("--speed", type=float, default=8.0, help="the stand-in's speech pacing (1.0 = real time)")
     p.add_argument("--timeout-s", type=float, default=60.0, help="bound on each wait of each person")
+    p.add_argument("--no-tool-baseline", action="store_true", help="skip the bare agent with a tool")
     p.add_argument("--out", type=Path, default=RESULTS)
     args = p.parse_args(argv)
     try:
@@ -326,13 +337,14 @@ def main(argv: list[str] | None = None) -> int:
         p.error("--sizes must be between 1 and 50")
     if not 1 <= args.turns <= 50 or not 1 <= args.rounds <= 20:
         p.error("--turns must be between 1 and 50 and --rounds between 1 and 20")
-    lift_page_service_limits(max(sizes), rounds=2 * args.rounds * len(sizes))
+    variants = round_order(1, baseline=True, tool_baseline=not args.no_tool_baseline)
+    lift_page_service_limits(max(sizes), rounds=len(variants) * args.rounds * len(sizes))
     load_start = os.getloadavg()
     host_reference = reference_in_subprocess()
     worker_env = {"LEXVOZ_MAX_JOBS": str(max(sizes) + 1)}
     tallies: dict[tuple[int, Variant], Tally] = {}
     errors: list[str] = []
-    order: list[tuple[int, Variant]] = [(size, v) for size in sizes for v in round_order(args.rounds, baseline=True)]
+    order: list[tuple[int, Variant]] = [(size, v) for size in sizes for v in variants * args.rounds]
     with tempfile.TemporaryDirectory(prefix="lexvoz-latency-") as tmp:
         stack, cached, seeded = rehearsal_stack(Path(tmp), speed=args.speed, worker_env=worker_env)
         stack.start()
@@ -352,10 +364,10 @@ def main(argv: list[str] | None = None) -> int:
             stack.stop()
     results = []
     for size in sizes:
-        lexvoz = tallies.get((size, "lexvoz"), Tally()).figures()
-        bare = tallies.get((size, "bare"), Tally()).figures()
-        results.append({"conversations": size, "lexvoz": lexvoz, "bare": bare, **compare(lexvoz, bare)})
-        for name, fig in (("lexvoz", lexvoz), ("bare", bare)):
+        figs = {v: tallies.get((size, v), Tally()).figures() for v in variants}
+        ratios = compare(figs["lexvoz"], figs["bare"], figs.get("bare_tool"))
+        results.append({"conversations": size, **figs, **ratios})
+        for name, fig in figs.items():
             print(
                 f"{name}@{size}: overhead p50 {fig['overhead_p50_ms']} ms, p95 {fig['overhead_p95_ms']} ms over "
                 f"{fig['matched']} of {fig['questions']} questions; unmatched {fig['unmatched']}",
@@ -386,7 +398,7 @@ def main(argv: list[str] | None = None) -> int:
     complete = all(
         r[v]["matched"] == size * args.turns * args.rounds
         for r, size in zip(results, sizes, strict=True)
-        for v in ("lexvoz", "bare")
+        for v in variants
     )
     return 0 if complete and not errors else 1
 

@@ -32,6 +32,10 @@ the spoken answer (`answered`: people whose two questions were both answered alo
 counts: the worst round; lost evidence and errors: summed), each round's own in `per_round`. Beside the Lexvoz keys
 the JSON then has `baseline` (the same figures for the bare agent) and `cpu_ratio_vs_bare` / `rss_ratio_vs_bare`:
 the worker's CPU seconds per conversation-minute and RSS per conversation, Lexvoz over bare (goal: both ≤ 1.10).
+The bare agent's conversations are shorter than Lexvoz's (it answers with one sentence where Lexvoz reads its
+sources back), so its fixed cost per conversation is spread over fewer minutes. `--tool-baseline` adds rounds of
+the bare agent with a tool that answers at once with sources (`BARE_AGENT_TOOL`): the same shape of conversation
+as Lexvoz's, without Lexvoz's code; `baseline_tool`, `cpu_ratio_vs_bare_tool` and `rss_ratio_vs_bare_tool` hold it.
 
 With `--queue`, people behave as they do with a full host: each leaves when done, and whoever found no
 free agent waits for one the way the page does (asking `POST /api/agent` again), for up to `--wait-s`;
@@ -90,14 +94,19 @@ TARGETS = {
     "rss_ratio_vs_bare": 1.10,
 }
 BARE_AGENT = ROOT / "bench" / "bare_agent.py"
-Variant = Literal["lexvoz", "bare"]
+# "bare_tool": the bare agent with a tool that answers at once (bench/bare_agent.py, BARE_AGENT_TOOL).
+Variant = Literal["lexvoz", "bare", "bare_tool"]
 
 
-def round_order(rounds: int, *, baseline: bool) -> list[Variant]:
-    """The workers of a run, in order: Lexvoz and bare alternating, `rounds` of each (Lexvoz alone without a
-    baseline). Alternating spreads a drift of the shared host (another job starting, a thermal step) over both
-    agents instead of loading it onto whichever ran last."""
-    one: list[Variant] = ["lexvoz", "bare"] if baseline else ["lexvoz"]
+def round_order(rounds: int, *, baseline: bool, tool_baseline: bool = False) -> list[Variant]:
+    """The workers of a run, in order: Lexvoz and bare alternating (and the bare agent with its tool, with
+    `tool_baseline`), `rounds` of each (Lexvoz alone without a baseline). Alternating spreads a drift of the shared
+    host (another job starting, a thermal step) over every agent instead of loading it onto whichever ran last."""
+    one: list[Variant] = ["lexvoz"]
+    if baseline:
+        one.append("bare")
+        if tool_baseline:
+            one.append("bare_tool")
     return one * rounds
 
 
@@ -153,11 +162,12 @@ def combine_rounds(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
     return combined
 
 
-def compare_with_bare(lexvoz: dict[str, Any], bare: dict[str, Any]) -> dict[str, float | None]:
-    """Lexvoz over the bare agent, for the worker's CPU per conversation-minute and RSS per conversation."""
+def compare_with_bare(lexvoz: dict[str, Any], bare: dict[str, Any], name: str = "bare") -> dict[str, float | None]:
+    """Lexvoz over a bare agent (`name`: "bare", or "bare_tool" for the one with a tool), for the worker's CPU per
+    conversation-minute and RSS per conversation."""
     return {
-        "cpu_ratio_vs_bare": ratio(lexvoz.get("cpu_s_per_session_minute"), bare.get("cpu_s_per_session_minute")),
-        "rss_ratio_vs_bare": ratio(lexvoz.get("rss_mb_per_session"), bare.get("rss_mb_per_session")),
+        f"cpu_ratio_vs_{name}": ratio(lexvoz.get("cpu_s_per_session_minute"), bare.get("cpu_s_per_session_minute")),
+        f"rss_ratio_vs_{name}": ratio(lexvoz.get("rss_mb_per_session"), bare.get("rss_mb_per_session")),
     }
 
 
@@ -264,7 +274,7 @@ async def one_person(
         out.greeted_s = time.monotonic() - t0
         seen: set[str] = set()
         for typed in (TYPED_QUESTIONS[index % len(TYPED_QUESTIONS)], None):
-            if variant == "bare":
+            if variant != "lexvoz":  # a bare agent publishes no research: its spoken answer is the answer
                 await person.ask_aloud(typed=typed, within=timeout_s)
                 out.answered += 1
                 continue
@@ -306,12 +316,17 @@ def worker_command(variant: Variant) -> list[str]:
     return [sys.executable, "-m", "livekit.agents", "start", str(BARE_AGENT)]
 
 
+def worker_variant_env(variant: Variant) -> dict[str, str]:
+    """What a round's worker is told beside the run's settings: the bare agent's tool, for its tool rounds."""
+    return {"BARE_AGENT_TOOL": "1"} if variant == "bare_tool" else {}
+
+
 def start_workers(
     stack: Stack, count: int, variant: Variant = "lexvoz", tag: str = ""
 ) -> list[subprocess.Popen[bytes]]:
     """A round's workers (one per core is the advice), all registered with the stack's livekit-server."""
     procs: list[subprocess.Popen[bytes]] = []
-    env = {**stack.common_env(), **stack.opts.worker_env}
+    env = {**stack.common_env(), **stack.opts.worker_env, **worker_variant_env(variant)}
     args = worker_command(variant)
     try:
         for n in range(1, count + 1):
@@ -370,7 +385,7 @@ async def drive(
     tools = [ms for o in outcomes for ms in o.tool_ms]
     errors = [o.error for o in outcomes if o.error]
     minutes = conversation_minutes(outcomes, window_end)
-    bare = variant == "bare"
+    bare = variant != "lexvoz"
     return {
         "agent": variant,
         "sessions": sessions,
@@ -416,6 +431,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--wait-s", type=float, default=900.0, help="with --queue: how long a person waits for an agent")
     p.add_argument("--rounds", type=int, default=1, help="rounds of each agent, alternating (figures: medians)")
     p.add_argument("--no-baseline", action="store_true", help="run Lexvoz only, without the bare agent's rounds")
+    p.add_argument(
+        "--tool-baseline",
+        action="store_true",
+        help="also the bare agent with a tool that answers at once: the same conversation's shape as Lexvoz's",
+    )
     p.add_argument("--out", type=Path, default=RESULTS)
     p.add_argument("--keep-logs", type=Path, default=None, help="copy the stack's logs here at the end")
     args = p.parse_args(argv)
@@ -435,18 +455,21 @@ def main(argv: list[str] | None = None) -> int:
         if not sep or not name.startswith(("LEXVOZ_", "OTEL_")):
             p.error(f"--worker-env wants LEXVOZ_NAME=VALUE, got {item!r}")
         worker_env[name] = value
-    order = round_order(args.rounds, baseline=not args.no_baseline)
+    order = round_order(args.rounds, baseline=not args.no_baseline, tool_baseline=args.tool_baseline)
     lift_page_service_limits(args.sessions, len(order))
     load_start = os.getloadavg()
     host_reference = reference_in_subprocess()  # before the stack: the host's own speed, comparable across days
     runs = run_rounds(args, order, worker_env)
     lexvoz = combine_rounds([r for r in runs if r["agent"] == "lexvoz"])
     bare = combine_rounds([r for r in runs if r["agent"] == "bare"])
+    bare_tool = combine_rounds([r for r in runs if r["agent"] == "bare_tool"])
     figures = {**lexvoz, "rounds": args.rounds}
     if len(runs) > 1:
         figures["per_round"] = runs
     if bare:
         figures = {**figures, "baseline": bare, **compare_with_bare(lexvoz, bare)}
+    if bare_tool:
+        figures = {**figures, "baseline_tool": bare_tool, **compare_with_bare(lexvoz, bare_tool, "bare_tool")}
     figures = {
         **figures,
         "round_order": order,
@@ -464,7 +487,8 @@ def main(argv: list[str] | None = None) -> int:
     args.out.write_text(json.dumps(figures, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     print(json.dumps(figures, ensure_ascii=False))
     served = figures["completed"] == args.sessions and figures["evidence_lost"] == 0
-    return 0 if served and (not bare or bare["answered"] == args.sessions) else 1
+    baselines_served = all(not b or b["answered"] == args.sessions for b in (bare, bare_tool))
+    return 0 if served and baselines_served else 1
 
 
 def run_rounds(args: argparse.Namespace, order: Sequence[Variant], worker_env: dict[str, str]) -> list[dict[str, Any]]:

@@ -215,6 +215,12 @@ def test_summary_and_ratio_compare_the_overheads_and_the_audio_paths() -> None:
     assert ratios["ratio_p50"] == pytest.approx(3.8) and ratios["ratio_p95"] == pytest.approx(3.8)
     assert ratios["audio_ratio_p50"] == pytest.approx(1.0)
     assert compare(lexvoz, summarize([]))["ratio_p95"] is None
+    # Against the bare agent with a tool that answers at once: the framework's own tool turn is in both overheads.
+    bare_tool = summarize([TurnSplit(0.16, 0.01, 0.05)] * 3)
+    with_tool = compare(lexvoz, bare, bare_tool)
+    assert with_tool["tool_ratio_p50"] == pytest.approx(1.267, abs=1e-3)
+    assert with_tool["ratio_p50"] == pytest.approx(3.8)
+    assert "tool_ratio_p95" not in ratios  # no tool rounds, no tool ratio
 
 
 async def test_the_standin_reports_when_a_turn_ended_and_when_each_answer_went_out(http: aiohttp.ClientSession) -> None:

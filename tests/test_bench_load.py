@@ -33,6 +33,8 @@ def test_rounds_alternate_lexvoz_and_bare_so_a_drift_of_the_host_falls_on_both()
 
     assert round_order(3, baseline=True) == ["lexvoz", "bare", "lexvoz", "bare", "lexvoz", "bare"]
     assert round_order(2, baseline=False) == ["lexvoz", "lexvoz"]
+    assert round_order(2, baseline=True, tool_baseline=True) == ["lexvoz", "bare", "bare_tool"] * 2
+    assert round_order(1, baseline=False, tool_baseline=True) == ["lexvoz"]  # no baseline: none of either kind
 
 
 def test_ratios_are_lexvoz_over_bare_for_worker_cpu_per_minute_and_rss_per_conversation() -> None:
@@ -41,6 +43,10 @@ def test_ratios_are_lexvoz_over_bare_for_worker_cpu_per_minute_and_rss_per_conve
     lexvoz = {"cpu_s_per_session_minute": 6.6, "rss_mb_per_session": 330.0}
     bare = {"cpu_s_per_session_minute": 6.0, "rss_mb_per_session": 300.0}
     assert compare_with_bare(lexvoz, bare) == {"cpu_ratio_vs_bare": 1.1, "rss_ratio_vs_bare": 1.1}
+    assert compare_with_bare(lexvoz, bare, "bare_tool") == {
+        "cpu_ratio_vs_bare_tool": 1.1,
+        "rss_ratio_vs_bare_tool": 1.1,
+    }
     # A bare round that measured nothing gives no ratio rather than a division by zero or a flattering figure.
     assert compare_with_bare(lexvoz, {"cpu_s_per_session_minute": None, "rss_mb_per_session": 0.0}) == {
         "cpu_ratio_vs_bare": None,
@@ -129,6 +135,30 @@ def test_the_bare_agent_has_no_tool_and_lexvoz_s_model_options(bare_agent) -> No
     ):
         assert getattr(bare._opts, option) == getattr(lexvoz._opts, option), option
     assert bare._opts.turn_detection.eagerness == "low" and bare._opts.input_audio_transcription.language == "es"
+
+
+async def test_the_bare_agent_with_a_tool_answers_as_a_lexvoz_search_does_without_one(
+    bare_agent, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The tool rounds of bench/latency.py hold Lexvoz's tool turns against the framework's own: the bare agent's
+    tool must be the one the stand-in calls, and its answer a search's answer in shape and size, or the comparison
+    would measure a cheaper turn than Lexvoz's."""
+    import json
+
+    from agent.contract import MAX_EXCERPT_CHARS, MAX_SOURCES, TOOL_NAME, Source
+    from bench.load import worker_variant_env
+    from realtime_standin.policy import NO_SOURCES_REPLY, render_sources
+
+    assert bare_agent.build_agent().tools == []  # without the setting: no tool
+    monkeypatch.setenv(bare_agent.TOOL_ENV, "1")
+    agent = bare_agent.build_agent()
+    assert [tool.info.name for tool in agent.tools] == [TOOL_NAME]
+    answer = await agent.search("¿Qué dice la norma?")
+    sources = [Source.model_validate(raw) for raw in json.loads(answer)["fuentes"]]  # Lexvoz's own bounds
+    assert len(sources) == MAX_SOURCES and all(len(s.excerpt) == MAX_EXCERPT_CHARS for s in sources)
+    assert render_sources(answer) != NO_SOURCES_REPLY  # the stand-in reads the sources back, as for Lexvoz's
+    assert worker_variant_env("bare_tool") == {bare_agent.TOOL_ENV: "1"}
+    assert worker_variant_env("bare") == {} and worker_variant_env("lexvoz") == {}
 
 
 def test_the_bare_worker_runs_jobs_like_the_lexvoz_worker_of_the_run(bare_agent) -> None:
