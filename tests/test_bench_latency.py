@@ -129,6 +129,10 @@ def test_turns_that_cannot_be_split_say_why() -> None:
     assert split_turn(turn[:3], 9.0, [10.2]) == "no_response"
     other = [_e("speech_stopped", 10.0, item_id="item_1"), *GREETING[:1], _e("first_audio", 10.1, "resp_greeting")]
     assert split_turn(other, 9.0, [10.2]) == "no_response"
+    # One question heard as two turns: the first was cancelled unanswered by the second, which the answer is tied to.
+    halves = [_e("speech_stopped", 9.6, item_id="item_0"), *turn]
+    assert split_turn(halves, 9.0, [10.2]) == "several_turns"
+    assert split_turn(halves, 9.7, [10.2]) != "several_turns"  # the first half was before this question
     # Nothing heard after the answer was written; or heard only too late, or only after the next answer was written.
     assert split_turn(turn, 9.0, [10.05]) == "no_onset"
     assert split_turn(turn, 9.0, [10.093 + ONSET_WITHIN_S + 1]) == "no_onset"
@@ -152,7 +156,13 @@ def test_a_talk_is_matched_question_by_question_and_the_tally_counts_every_one()
     tally.merge(tally_of(["no_response"]))
     figures = tally.figures()
     assert figures["questions"] == 6 and figures["matched"] == 1
-    assert figures["unmatched"] == {"no_speech_stopped": 1, "no_response": 1, "no_onset": 1, "not_asked": 2}
+    assert figures["unmatched"] == {
+        "no_speech_stopped": 1,
+        "no_response": 1,
+        "several_turns": 0,
+        "no_onset": 1,
+        "not_asked": 2,
+    }
     assert set(figures["unmatched"]) == set(UNMATCHED_REASONS)
 
 
