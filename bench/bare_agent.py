@@ -9,9 +9,9 @@ cost for the same conversation". So this agent runs the same Realtime plugin wit
 (model, voice, semantic VAD at low eagerness, Spanish transcription, the output-token cap) against the same
 Realtime endpoint, greets the person as Lexvoz does (the conversation has the same shape: a greeting, then
 questions answered aloud), and is otherwise livekit-agents' defaults: `AgentSession(llm=model)` and default room
-options (transcripts synchronised with the audio, text input on `lk.chat`). It has NO tool, no MCP gateway, no
-observers, no ledger, no metrics, no tracing; in rehearsal mode the stand-in therefore answers each question
-with its fixed "no tool" sentence instead of searching.
+options (transcripts synchronised with the audio, text input on `lk.chat`). By default it has NO tool, no MCP
+gateway, no observers, no ledger, no metrics, no tracing; in rehearsal mode the stand-in therefore answers each
+question with its fixed "no tool" sentence instead of searching.
 
 With `BARE_AGENT_TOOL=1` in its environment it also has one function tool, under Lexvoz's tool's name (the
 stand-in calls a tool only by that name), which answers at once and without I/O with three sources shaped and
