@@ -138,9 +138,10 @@ def split_turn(
     be that response's) and within `within_s`. When the turn cannot be split, the reason (one of
     `UNMATCHED_REASONS`): an ambiguous turn is counted, never given a time that may be another line's."""
     ordered = sorted(entries, key=lambda e: float(e["at"]))
-    stopped = next((e for e in ordered if e["kind"] == "speech_stopped" and spoke_at <= e["at"] < next_spoke_at), None)
-    if stopped is None:
+    stops = [e for e in ordered if e["kind"] == "speech_stopped" and spoke_at <= e["at"] < next_spoke_at]
+    if not stops:
         return "no_speech_stopped"
+    stopped = stops[0]
     t_stop, item = float(stopped["at"]), stopped.get("item_id")
     mine = {
         str(e["response_id"])
@@ -149,7 +150,6 @@ def split_turn(
     }
     audio = [e for e in ordered if e["kind"] == "first_audio" and str(e["response_id"]) in mine]
     if not audio:
-        stops = [e for e in ordered if e["kind"] == "speech_stopped" and spoke_at <= e["at"] < next_spoke_at]
         return "several_turns" if len(stops) > 1 else "no_response"
     final = audio[0]
     t_audio = float(final["at"])
