@@ -156,7 +156,8 @@ async def test_the_bare_agent_with_a_tool_answers_as_a_lexvoz_search_does_withou
     answer = await agent.search("¿Qué dice la norma?")
     sources = [Source.model_validate(raw) for raw in json.loads(answer)["fuentes"]]  # Lexvoz's own bounds
     assert len(sources) == MAX_SOURCES and all(len(s.excerpt) == MAX_EXCERPT_CHARS for s in sources)
-    assert render_sources(answer) != NO_SOURCES_REPLY  # the stand-in reads the sources back, as for Lexvoz's
+    read_back = render_sources(answer)  # the stand-in reads the sources back, as for Lexvoz's
+    assert read_back != NO_SOURCES_REPLY and all(source.citation in read_back for source in sources)
     assert worker_variant_env("bare_tool") == {bare_agent.TOOL_ENV: "1"}
     assert worker_variant_env("bare") == {} and worker_variant_env("lexvoz") == {}
 
