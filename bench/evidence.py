@@ -9,6 +9,9 @@ the message's `call_id`; the receiver subtracts it from its arrival time.
 Messages carry three synthetic sources of realistic size (excerpts near the 750-character cap), and are
 sent at a fixed pace, one every `--interval-ms`, the way evidence trickles in during a conversation rather
 than as a flood. Prints p50/p95/max and writes them to bench/results/evidence.json. Target: p95 <= 50 ms.
+
+`held_p50_ms` / `held_p95_ms` are how long the sender's awaited `publish` took: what a caller waiting for each
+message would lose. The research session does not wait (`EvidencePublisher.post`); this figure is why.
 """
 
 from __future__ import annotations
@@ -90,6 +93,7 @@ def _token(identity: str) -> str:
 async def _measure(url: str, messages: int, warmup: int, interval_s: float) -> dict[str, Any]:
     sender, receiver = rtc.Room(), rtc.Room()
     latencies_ms: list[float] = []
+    held_ms: list[float] = []
     payload_bytes: list[int] = []
     arrived: dict[int, float] = {}
     total = warmup + messages
@@ -124,6 +128,8 @@ async def _measure(url: str, messages: int, warmup: int, interval_s: float) -> d
             message = Completed.of(f"{CALL_PREFIX}{seq}-{sent_ns}", seq, 12.5, sources)
             if not await publisher.publish(message):
                 raise RuntimeError("publish failed")
+            if seq >= warmup:
+                held_ms.append((time.perf_counter_ns() - sent_ns) / 1e6)
             next_at += interval_s
             await asyncio.sleep(max(0.0, next_at - time.perf_counter()))
         try:
@@ -144,6 +150,8 @@ async def _measure(url: str, messages: int, warmup: int, interval_s: float) -> d
         "max_ms": round(max(latencies_ms), 2),
         "mean_ms": round(statistics.fmean(latencies_ms), 2),
         "payload_bytes": max(payload_bytes),
+        "held_p50_ms": round(statistics.median(held_ms), 2),
+        "held_p95_ms": round(percentile(held_ms, 95), 2),
     }
 
 

@@ -71,11 +71,14 @@ async def job(
     with fake_job(room) as fake:
         # what the room had been told at the moment the worker asked to end the job
         told_at_shutdown: list[dict[str, str]] = []
+        shown_at_shutdown: list[list[str]] = []
         fake.ctx.shutdown = lambda reason="": (  # type: ignore[method-assign]
             told_at_shutdown.append(latest_attributes(room)),
+            shown_at_shutdown.append([m["type"] for m in messages(room)]),
             fake.shutdown_reasons.append(reason),
         )
         fake.told_at_shutdown = told_at_shutdown  # type: ignore[attr-defined]
+        fake.shown_at_shutdown = shown_at_shutdown  # type: ignore[attr-defined]
         conversation = await worker.run_job(fake.ctx, settings, http_session=http)
         try:
             yield conversation, fake, room
@@ -184,6 +187,8 @@ async def test_a_connection_dropped_mid_search_discards_the_search_and_tells_the
         assert endpoint.handshakes == ATTEMPTS  # one connection, then the plugin's three reconnects
 
     assert [m["type"] for m in messages(room)] == ["started", "discarded"]  # its evidence never shown
+    # the card was closed before the agent left the room, not left "searching" on the page
+    assert fake.shown_at_shutdown == [["started", "discarded"]]  # type: ignore[attr-defined]
     assert shown(room, "lexvoz.model") == ["connecting", "connected", "reconnecting", "failed"]
     assert latest_attributes(room)["lexvoz.failure"] == "dropped"
     assert fake.shutdown_reasons == ["voice model failed (dropped)"]

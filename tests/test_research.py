@@ -32,6 +32,7 @@ def make_session(gw: McpGateway, **kw: Any) -> tuple[ResearchSession, RecordingP
 async def test_completed_search_publishes_started_then_completed(gateway: McpGateway) -> None:
     session, room, events = make_session(gateway)
     answer = await session.run_tool("call_1", {"query": "libertad sintética"})
+    await session.drain()
     assert [m["type"] for m in room.messages] == ["started", "completed"]
     started, completed = room.messages
     assert started == {"v": 1, "type": "started", "call_id": "call_1", "turn": 0, "query": "libertad sintética"}
@@ -77,6 +78,7 @@ async def test_repeated_call_id_runs_one_search(server: FakeMcpServer, gateway: 
     session, room, events = make_session(gateway)
     first = await session.run_tool("dup", {"query": "uno"})
     second = await session.run_tool("dup", {"query": "uno"})
+    await session.drain()
     assert first == second
     assert server.tool_calls_started == 1
     assert [m["type"] for m in room.messages] == ["started", "completed"]
@@ -97,6 +99,7 @@ async def test_failure_is_published_and_raised_in_spanish(server: FakeMcpServer,
     with pytest.raises(ToolFailure) as info:
         await session.run_tool("f", {"query": "uno"})
     assert "no pudo verificar" in str(info.value)
+    await session.drain()
     assert room.messages[-1] == {"v": 1, "type": "failed", "call_id": "f", "turn": 0, "reason": "tool_error"}
     assert events[0].reason == "tool_error"
 
@@ -106,6 +109,7 @@ async def test_malformed_arguments_fail_clearly_without_a_request(server: FakeMc
     with pytest.raises(ToolFailure) as info:
         await session.run_tool("m", {"query": "   ", "extra": 1})
     assert info.value.reason == "invalid_arguments"
+    await session.drain()
     assert room.messages[-1]["reason"] == "invalid_arguments"
     assert server.tool_call_posts == 0
 
@@ -128,6 +132,7 @@ async def test_empty_result_is_a_completed_search_with_no_sources(server: FakeMc
     session, room, _ = make_session(gateway)
     body = json.loads((await session.run_tool("e", {"query": "nada"})).output)
     assert body["estado"] == "sin_fuentes" and body["fuentes"] == []
+    await session.drain()
     assert room.messages[-1]["sources"] == []
 
 
@@ -141,6 +146,7 @@ async def test_dead_server_fails_without_breaking_the_session() -> None:
     finally:
         await gw.aclose()
     assert info.value.reason == "transport"
+    await session.drain()
     assert room.messages[-1]["type"] == "failed"
 
 
@@ -177,3 +183,98 @@ async def test_repeat_of_a_failed_call_fails_alike_without_a_second_search(
     assert second.value.reason == first.value.reason == "tool_error"
     assert server.tool_calls_started == 1
     assert [e.outcome for e in events] == ["failed", "duplicate"]
+
+
+class HeldRoom(RecordingParticipant):
+    """A room whose sends complete only when the test lets them: livekit's native side being slow to take a packet."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = asyncio.Event()
+        self.waiting = 0
+
+    async def publish_data(self, payload: bytes | str, *, reliable: bool = True, topic: str = "") -> None:
+        self.waiting += 1
+        await self.gate.wait()
+        self.waiting -= 1
+        await super().publish_data(payload, reliable=reliable, topic=topic)
+
+
+async def test_the_answer_does_not_wait_for_the_room_to_take_the_evidence(gateway: McpGateway) -> None:
+    room = HeldRoom()
+    session = ResearchSession(gateway, EvidencePublisher(room))
+    answer = await asyncio.wait_for(session.run_tool("held", {"query": "libertad sintética"}), 5)
+    assert answer.outcome == "completed"
+    assert room.messages == [] and room.waiting == 1  # `started` is still being handed over; nothing waited for it
+    assert not await session.drain(timeout_s=0.05)  # bounded: a stuck room cannot hold the end of a conversation
+    room.gate.set()
+    assert await session.drain(timeout_s=5)
+    assert [m["type"] for m in room.messages] == ["started", "completed"]
+
+
+async def test_messages_reach_the_room_in_the_order_posted_even_when_one_send_fails() -> None:
+    from agent.voice.evidence import Completed, Discarded, Started
+
+    class Flaky(RecordingParticipant):
+        def __init__(self) -> None:
+            super().__init__()
+            self.sends = 0
+
+        async def publish_data(self, payload: bytes | str, *, reliable: bool = True, topic: str = "") -> None:
+            self.sends += 1
+            if self.sends == 1:
+                await asyncio.sleep(0.05)  # the first send is slow: what follows must not overtake it
+            if self.sends == 2:
+                raise ConnectionError("one packet lost")
+            await super().publish_data(payload, reliable=reliable, topic=topic)
+
+    room = Flaky()
+    publisher = EvidencePublisher(room)
+    sent = [
+        publisher.post(Started(call_id="a", turn=1, query="uno")),
+        publisher.post(Discarded(call_id="b", turn=1)),
+        publisher.post(Completed.of("a", 1, 3.0, [])),
+    ]
+    assert publisher.queued == 3
+    assert await publisher.drain(timeout_s=5)
+    assert [await s for s in sent] == [True, False, True]
+    assert [(m["type"], m["call_id"]) for m in room.messages] == [("started", "a"), ("completed", "a")]
+    assert publisher.failures == 1 and publisher.queued == 0
+    assert await publisher.publish(Discarded(call_id="c", turn=2))  # the sender starts again after going idle
+    assert room.messages[-1]["call_id"] == "c"
+
+
+async def test_an_ended_conversation_discards_its_running_search_without_counting_a_turn(
+    server: FakeMcpServer, gateway: McpGateway
+) -> None:
+    server.behaviour.delay_s = 3.0
+    session, room, events = make_session(gateway)
+    search = server.next_call()
+    task = asyncio.create_task(session.run_tool("last", {"query": "lenta"}))
+    await asyncio.wait_for(search.started.wait(), 5)
+    session.end()
+    assert await session.drain(timeout_s=1.0)  # the discard is in the room, not merely on its way
+    assert [m["type"] for m in room.messages] == ["started", "discarded"]
+    assert (await task).output == DISCARDED_OUTPUT
+    assert session.turns.current == 0  # ending is not a turn of the person's
+    await asyncio.wait_for(search.cancelled.wait(), 5)
+    assert [e.outcome for e in events] == ["discarded"]
+    assert (await session.run_tool("after", {"query": "otra"})).outcome == "discarded"  # nothing runs once ended
+
+
+async def test_a_call_the_framework_cancels_closes_its_card_and_answers_its_repeat(
+    server: FakeMcpServer, gateway: McpGateway
+) -> None:
+    server.behaviour.delay_s = 3.0
+    session, room, events = make_session(gateway)
+    search = server.next_call()
+    task = asyncio.create_task(session.run_tool("gone", {"query": "lenta"}))
+    await asyncio.wait_for(search.started.wait(), 5)
+    repeat = asyncio.create_task(session.run_tool("gone", {"query": "lenta"}))
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert (await asyncio.wait_for(repeat, 1.0)).output == DISCARDED_OUTPUT
+    assert await session.drain(timeout_s=1.0)
+    assert [m["type"] for m in room.messages] == ["started", "discarded"]
+    assert [e.outcome for e in events] == ["duplicate", "discarded"]

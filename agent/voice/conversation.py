@@ -49,6 +49,8 @@ FAREWELL = (
     "de {minutes} minutos y que la persona puede iniciar una nueva desde la página."
 )
 FAREWELL_TIMEOUT_S = 20.0
+# How long an ending conversation waits for its queued research messages (each takes milliseconds to send).
+EVIDENCE_DRAIN_S = 2.0
 REHEARSAL_API_KEY = "rehearsal-mode-no-openai"
 DEFAULT_OPENAI_BASE_URL = "https://api.openai.com/v1"
 
@@ -195,8 +197,6 @@ class Conversation:
         return attrs
 
     def _on_model_failure(self, failure: ModelFailure) -> None:
-        # A search running now can never be answered: cancel it and discard its evidence like a stale turn.
-        self.research.new_user_turn()
         # livekit-agents 1.8.9 closes the session on this error, but its close re-raises the realtime
         # error before emitting "close"; so the end is driven from here, not only from the close event.
         self._finish(f"voice model failed ({failure.cause})")
@@ -209,6 +209,8 @@ class Conversation:
         if self._finishing:
             return
         self._finishing = True
+        # A search running now can never be answered: cancel it and discard its evidence like a stale turn.
+        self.research.end()
         if self.heartbeat is not None:
             self.heartbeat.stop()
         if self._counted:
@@ -217,6 +219,9 @@ class Conversation:
 
         async def _tell_then_end() -> None:
             await self.link.settled()  # the room hears why before the agent leaves it
+            # ...and gets the research messages still queued, so no card is left "searching" on the page.
+            if not await self.research.drain(EVIDENCE_DRAIN_S):
+                logger.warning("research messages still queued when the conversation ended")
             self.end_reason = reason
             self.ended.set()
             if self._on_end is not None:

@@ -121,8 +121,26 @@ class ResearchSession:
         self.citations = CitationCheck()
         self.spoken = SpokenCitations(self.citations, publisher, self.turns, observers=citation_observers)
 
+    async def drain(self, timeout_s: float | None = None) -> bool:
+        """Wait until the calls running now have answered (a stale one by posting its `discarded`) and every
+        research message posted by then has been handed to the room; False if `timeout_s` passed first.
+
+        A conversation that ends calls this after `end()`, so no card is left "searching" on the page."""
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        running = self._calls.unanswered()
+        if running:
+            _, still = await asyncio.wait(running, timeout=timeout_s)
+            if still:
+                return False
+        return await self._publisher.drain(None if deadline is None else max(0.0, deadline - time.monotonic()))
+
     def new_user_turn(self) -> int:
         return self.turns.advance()
+
+    def end(self) -> None:
+        """The conversation is over: a search running now can never be answered, so it is cancelled and discarded
+        like a stale turn's (`drain()` then waits for its `discarded` to reach the room)."""
+        self.turns.close()
 
     def knows(self, call_id: str) -> bool:
         """True once a call id has reached the tool (running, answered, or answered as dropped)."""
@@ -161,6 +179,11 @@ class ResearchSession:
                 record_error(span, exc.reason, recoverable=False)
                 self._calls.resolve(call_id, exc)
                 raise
+            except asyncio.CancelledError:
+                set_outcome(span, "discarded")
+                # a repeat of this call id, and an ending conversation, must not wait for it forever
+                self._calls.resolve(call_id, ToolAnswer(DISCARDED_OUTPUT, "discarded"))
+                raise
             set_outcome(span, answer.outcome)
             self._calls.resolve(call_id, answer)
             return answer
@@ -171,37 +194,41 @@ class ResearchSession:
         query = _query_of(arguments)
         started = time.perf_counter()
         if not self._limiter.has_capacity():
-            await self._fail(call_id, turn, query, "rate_limited", started)
+            self._fail(call_id, turn, query, "rate_limited", started)
         await self._limiter.acquire()
         sent = self._searcher.query_as_sent(arguments) or query
-        await self._publisher.publish(Started(call_id=call_id, turn=turn, query=sent[:2000]))
+        self._publisher.post(Started(call_id=call_id, turn=turn, query=sent[:2000]))
         watch = asyncio.ensure_future(_forward_interrupt(interrupted, self.turns)) if interrupted else None
         try:
             result = await self.turns.run_in_turn(turn, self._searcher.search(arguments))
         except StaleTurn:
-            return await self._discard(call_id, turn, query, started)
+            return self._discard(call_id, turn, query, started)
+        except asyncio.CancelledError:
+            # The framework gave up on the call (its session closing): the page's card must not stay "searching".
+            self._discard(call_id, turn, query, started)
+            raise
         except GatewayError as exc:
-            if self.turns.current > turn:  # failed after the user moved on: still stale, never shown
-                return await self._discard(call_id, turn, query, started)
-            await self._fail(call_id, turn, query, exc.reason, started, exc.duration_ms)
+            if self.turns.superseded(turn):  # failed after the user moved on: still stale, never shown
+                return self._discard(call_id, turn, query, started)
+            self._fail(call_id, turn, query, exc.reason, started, exc.duration_ms)
         finally:
             if watch is not None:
                 watch.cancel()
-        if self.turns.current > turn:
-            return await self._discard(call_id, turn, query, started)
-        await self._publisher.publish(Completed.of(call_id, turn, result.duration_ms, result.sources))
+        if self.turns.superseded(turn):
+            return self._discard(call_id, turn, query, started)
+        self._publisher.post(Completed.of(call_id, turn, result.duration_ms, result.sources))
         # Only what the model is about to read counts as evidence for what it says (never a discarded call).
         self.citations.deliver(call_id, [s.citation for s in result.sources])
         self._notify(ToolEvent(call_id, turn, query, "completed", result.duration_ms, sources=tuple(result.sources)))
         return ToolAnswer(model_output(result.sources), "completed")
 
-    async def _discard(self, call_id: str, turn: int, query: str, started: float) -> ToolAnswer:
+    def _discard(self, call_id: str, turn: int, query: str, started: float) -> ToolAnswer:
         """The user moved on: answer the call, tell the room it was discarded, never show its evidence."""
-        await self._publisher.publish(Discarded(call_id=call_id, turn=turn))
+        self._publisher.post(Discarded(call_id=call_id, turn=turn))
         self._notify(ToolEvent(call_id, turn, query, "discarded", _ms(started)))
         return ToolAnswer(DISCARDED_OUTPUT, "discarded")
 
-    async def _fail(
+    def _fail(
         self,
         call_id: str,
         turn: int,
@@ -210,7 +237,7 @@ class ResearchSession:
         started: float,
         duration_ms: float | None = None,
     ) -> NoReturn:
-        await self._publisher.publish(Failed(call_id=call_id, turn=turn, reason=reason))
+        self._publisher.post(Failed(call_id=call_id, turn=turn, reason=reason))
         self._notify(ToolEvent(call_id, turn, query, "failed", duration_ms or _ms(started), reason=reason))
         raise ToolFailure(reason)
 

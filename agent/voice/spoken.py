@@ -18,7 +18,6 @@ ask for another one.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import re
 from collections.abc import AsyncIterable, AsyncIterator, Callable
@@ -102,8 +101,6 @@ class SpokenCitations:
         self._seen: set[tuple[str | None, str]] = set()
         self._unverified: list[Citation] = []
         self._corrected_turn = -1
-        self._last_send: asyncio.Task[None] | None = None
-        self._pending: set[asyncio.Task[None]] = set()
 
     async def observe(self, text: AsyncIterable[S]) -> AsyncIterator[S]:
         """Every piece of `text`, unchanged and undelayed; each complete sentence is checked after it passed."""
@@ -160,22 +157,12 @@ class SpokenCitations:
         return list(self._unverified)
 
     def _send(self, message: CitationChecked) -> None:
-        previous = self._last_send
-
-        async def _in_order() -> None:
-            if previous is not None:
-                await asyncio.wait([previous])
-            await self._publisher.publish(message)
-
-        task = asyncio.get_running_loop().create_task(_in_order())
-        self._last_send = task
-        self._pending.add(task)
-        task.add_done_callback(self._pending.discard)
+        # Queued behind the evidence already posted, so the page has the card before the check that names it.
+        self._publisher.post(message)
 
     async def drain(self) -> None:
         """Wait until every message checked so far has been handed to the room (tests, shutdown)."""
-        if self._pending:
-            await asyncio.wait(list(self._pending))
+        await self._publisher.drain()
 
     def _notify(self, event: CitationEvent) -> None:
         for observer in self._observers:

@@ -32,6 +32,7 @@ class TurnCounter:
 
     def __init__(self) -> None:
         self._turn = 0
+        self._closed = False
         self._changed = asyncio.Event()
 
     @property
@@ -40,18 +41,32 @@ class TurnCounter:
 
     def advance(self) -> int:
         self._turn += 1
-        self._changed.set()
-        self._changed = asyncio.Event()
+        self._wake()
         return self._turn
 
+    def close(self) -> None:
+        """The conversation is over: no turn will be answered any more, so work running in any turn is cancelled.
+
+        Not a turn: `current` stays what the person's turns made it."""
+        self._closed = True
+        self._wake()
+
+    def superseded(self, turn: int) -> bool:
+        """True once work started in `turn` can no longer be used: the person moved on, or the conversation ended."""
+        return self._closed or self._turn > turn
+
     async def wait_beyond(self, turn: int) -> int:
-        while self._turn <= turn:
+        while not self.superseded(turn):
             await self._changed.wait()
         return self._turn
 
+    def _wake(self) -> None:
+        self._changed.set()
+        self._changed = asyncio.Event()
+
     async def run_in_turn(self, turn: int, work: Awaitable[T]) -> T:
-        """Run `work` unless (or until) the turn moves past `turn`; then cancel it and raise StaleTurn."""
-        if self._turn > turn:
+        """Run `work` unless (or until) `turn` is superseded; then cancel it and raise StaleTurn."""
+        if self.superseded(turn):
             if asyncio.iscoroutine(work):
                 work.close()
             raise StaleTurn(turn, self._turn)
@@ -100,6 +115,10 @@ class CallLedger(Generic[A]):
         entry = self._entries.get(call_id)
         if entry is not None and not entry.future.done():
             entry.future.set_result(answer)
+
+    def unanswered(self) -> list[asyncio.Future[A]]:
+        """The answers still to come: calls running now."""
+        return [e.future for e in self._entries.values() if not e.future.done()]
 
     def __len__(self) -> int:
         return len(self._entries)
