@@ -167,19 +167,41 @@ async def test_failing_writes_are_counted_and_retried(tmp_path: Path) -> None:
     def flaky(p: str | Path) -> LedgerStore:
         nonlocal attempts
         attempts += 1
-        if attempts <= 3:
+        if attempts <= 4:
             raise sqlite3.OperationalError("unable to open database file")
         return LedgerStore.open(p)
 
     before = metrics.ledger_write_failures_total._value.get()
     ledger = EvidenceLedger(path, connect=flaky, backoff_initial_s=0.001, backoff_max_s=0.01)
     await ledger.start()
+    for _ in range(200):  # the store is opened at start; that attempt fails too, but it is not a write
+        if attempts:
+            break
+        await asyncio.sleep(0.005)
     ledger.record(_entry())  # does not raise, does not block
     await ledger.close(timeout=5)
     assert ledger.failures == 3
     assert metrics.ledger_write_failures_total._value.get() - before == 3
     assert ledger.written == 1
     assert len(read_room(path, "sala-1")) == 1
+
+
+async def test_the_store_is_opened_when_the_ledger_starts_not_at_the_first_entry(tmp_path: Path) -> None:
+    """Opening checks the schema: paid while the person is greeted, not between a search and its entry."""
+    path = tmp_path / "ledger.sqlite3"
+    opened = asyncio.Event()
+    loop = asyncio.get_running_loop()
+
+    def connect(p: str | Path) -> LedgerStore:
+        loop.call_soon_threadsafe(opened.set)
+        return LedgerStore.open(p)
+
+    ledger = EvidenceLedger(path, connect=connect)
+    await ledger.start()
+    await asyncio.wait_for(opened.wait(), 5)  # nothing recorded yet
+    ledger.record(_entry())
+    await ledger.close(timeout=5)
+    assert ledger.written == 1 and len(read_room(path, "sala-1")) == 1
 
 
 async def test_unwritable_path_never_reaches_the_caller(tmp_path: Path) -> None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
@@ -92,6 +93,7 @@ class EvidenceLedger:
         self._backoff_max = backoff_max_s
         self._connect = connect
         self._store: LedgerStore | None = None
+        self._store_lock = threading.Lock()  # the writer's and the spool's threads open the store once between them
         self._task: asyncio.Task[None] | None = None
         self._closing = False
         self._inflight: list[LedgerRecord] = []
@@ -112,11 +114,33 @@ class EvidenceLedger:
         return self._queue.qsize()
 
     async def start(self) -> None:
-        """Start the background writer. Never raises: an unopenable store is retried like any write."""
+        """Start the background writer, and open the store at once. Never raises: an unopenable store is retried
+        like any write.
+
+        Why open it now: opening checks or migrates the schema, a few round trips that a fresh job process on a
+        busy host took long enough for a worker killed just after a search to lose that search's entry (its
+        `completed` already on the page). Opened while the person is greeted, the first entry waits only for its
+        own insert."""
         if self._task is None:
             self._task = asyncio.create_task(self._run(), name="evidence-ledger-writer")
-            if self.spool is not None:  # what conversations before this one could not write
-                self._spool_task = asyncio.create_task(self.flush_spool(), name="evidence-ledger-spool")
+            # then what conversations before this one could not write
+            self._spool_task = asyncio.create_task(self._open_then_replay(), name="evidence-ledger-open")
+
+    async def _open_then_replay(self) -> None:
+        try:
+            await asyncio.to_thread(self._open_store)
+        except Exception as exc:
+            logger.debug("ledger store not opened yet (%s); the first write retries", type(exc).__name__)
+            await asyncio.to_thread(self._reset_store)
+            return
+        if self.spool is not None:
+            await self.flush_spool()
+
+    def _open_store(self) -> LedgerStore:
+        with self._store_lock:
+            if self._store is None:
+                self._store = self._connect(self.location)
+            return self._store
 
     def record(self, entry: LedgerRecord) -> None:
         try:
@@ -134,23 +158,20 @@ class EvidenceLedger:
         logger.warning("ledger entries dropped: %d (%s)", n, why, extra={"count": n, "why": why})
 
     def _write_batch(self, batch: list[LedgerRecord]) -> None:
-        if self._store is None:
-            self._store = self._connect(self.location)
-        self._store.write(batch)
+        self._open_store().write(batch)
 
     def _reset_store(self) -> None:
-        if self._store is not None:
+        with self._store_lock:
+            store, self._store = self._store, None
+        if store is not None:
             with contextlib.suppress(Exception):
-                self._store.close()
-            self._store = None
+                store.close()
 
     def _replay_spool(self) -> None:
         """Write what earlier conversations on this host left in the spool (the store is reachable now)."""
         if self.spool is None or self.spool.pending() == 0:
             return
-        if self._store is None:
-            self._store = self._connect(self.location)
-        self.spool.replay(self._store.write_rows)
+        self.spool.replay(self._open_store().write_rows)
 
     async def flush_spool(self) -> None:
         """Write the spool now; a store still down leaves it for later (never raises)."""
