@@ -22,7 +22,7 @@ import pytest
 from livekit import rtc
 
 from bench.soak.faults import KINDS, Fault, schedule
-from bench.soak.figures import growth, missed_goals, recoveries, told_or_recovered
+from bench.soak.figures import growth, missed_goals, recoveries, told_or_recovered, visit_story
 from bench.soak.people import Page, PeopleOptions, Question, Visit, Wait
 from bench.soak.programs import Sample, Watched
 from tests import person as person_module
@@ -140,6 +140,34 @@ def test_a_conversation_left_waiting_in_silence_is_not_told() -> None:
     assert not told_or_recovered(unexplained, fault, stuck_after_s=30)
     unexplained.told.append((22.0, "session_ended"))
     assert told_or_recovered(unexplained, fault, stuck_after_s=30)
+
+
+def test_a_visit_judged_untold_is_written_out_with_its_steps_and_no_words() -> None:
+    """A conversation counted against `failures_told` must be diagnosable from the results file alone: when its
+    fault struck, what each question got and when, what the page said, and when its agent left."""
+    fault = Fault("model_dropped", 105.0, 105.5)
+    visit = Visit(index=3, opened_at=100.0, room="lexvoz-x", left_at=130.0)
+    visit.questions += [
+        Question("typed", asked_at=103.0, call_id="c1", started_at=103.4, outcome="completed", ended_at=104.0),
+        Question("spoken", asked_at=106.0, told="replied_without_research"),
+    ]
+    visit.agent_left_at.append(129.0)
+    visit.asked_again = 2
+    assert visit_story(visit, [fault], t0=100.0) == {
+        "room": "lexvoz-x",
+        "opened_s": 0.0,
+        "left_s": 30.0,
+        "faults": [["model_dropped", 5.0, 5.5]],
+        "questions": [
+            ["typed", 3.0, 3.4, "completed", 4.0],
+            ["spoken", 6.0, None, "none:replied_without_research", None],
+        ],
+        "told": [],
+        "agents": 0,
+        "agent_left_s": [29.0],
+        "asked_again": 2,
+        "error": None,
+    }
 
 
 def test_a_recovery_is_the_first_answer_to_a_question_asked_after_clearing_and_keeps_its_steps() -> None:

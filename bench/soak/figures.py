@@ -131,6 +131,30 @@ def _wait_ended(visit: Visit, what: str, question: Question, cleared: float) -> 
     return ends[-1] - cleared if ends and ends[-1] >= cleared else None
 
 
+def visit_story(visit: Visit, faults: list[Fault], t0: float) -> dict[str, Any]:
+    """What a visit saw, in seconds since the run began, for the ones judged neither told nor recovered: enough to
+    tell a page that was left uninformed from a person who left before the recovery showed (kinds and times only)."""
+
+    def at(t: float | None) -> float | None:
+        return None if t is None else round(t - t0, 2)
+
+    return {
+        "room": visit.room,
+        "opened_s": at(visit.opened_at),
+        "left_s": at(visit.left_at),
+        "faults": [[f.kind, at(f.injected_at), at(f.cleared_at)] for f in faults],
+        "questions": [
+            [q.kind, at(q.asked_at), at(q.started_at), q.outcome or f"none:{q.told}", at(q.ended_at)]
+            for q in visit.questions
+        ],
+        "told": [[at(t), kind.split(":")[0]] for t, kind in visit.told],
+        "agents": len(visit.agents),
+        "agent_left_s": [at(t) for t in visit.agent_left_at],
+        "asked_again": visit.asked_again,
+        "error": visit.error,
+    }
+
+
 def ledger_lost(visits: list[Visit], ledger_url: str) -> tuple[int, list[str]]:
     """Searches the page saw end (completed, failed or discarded) that the ledger has no row for."""
     missing: list[str] = []
@@ -255,6 +279,7 @@ def figures(
         "hit_conversations": len(hit),
         "failures_told": round(len(told) / len(hit), 3) if hit else None,
         "not_told": [v.room for v, _ in hit if v not in told][:10],
+        "not_told_detail": [visit_story(v, fs, t0) for v, fs in hit if v not in told][:10],
         "messages_shown": dict(Counter(kind.split(":")[0] for v in visits for _, kind in v.told)),
         "asked_again": sum(v.asked_again for v in visits),
         "stuck_pages": len(stuck),
