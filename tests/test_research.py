@@ -244,14 +244,22 @@ async def test_messages_reach_the_room_in_the_order_posted_even_when_one_send_fa
     assert room.messages[-1]["call_id"] == "c"
 
 
-async def test_an_ended_conversation_discards_its_running_search_without_counting_a_turn(
-    server: FakeMcpServer, gateway: McpGateway
-) -> None:
+async def _slow_search_running(
+    server: FakeMcpServer, gateway: McpGateway, call_id: str
+) -> tuple[ResearchSession, RecordingParticipant, list[ToolEvent], asyncio.Task[Any], Any]:
+    """A session whose search `call_id` has reached the MCP server and will take 3 s."""
     server.behaviour.delay_s = 3.0
     session, room, events = make_session(gateway)
     search = server.next_call()
-    task = asyncio.create_task(session.run_tool("last", {"query": "lenta"}))
+    task = asyncio.create_task(session.run_tool(call_id, {"query": "lenta"}))
     await asyncio.wait_for(search.started.wait(), 5)
+    return session, room, events, task, search
+
+
+async def test_an_ended_conversation_discards_its_running_search_without_counting_a_turn(
+    server: FakeMcpServer, gateway: McpGateway
+) -> None:
+    session, room, events, task, search = await _slow_search_running(server, gateway, "last")
     session.end()
     assert await session.drain(timeout_s=1.0)  # the discard is in the room, not merely on its way
     assert [m["type"] for m in room.messages] == ["started", "discarded"]
@@ -265,11 +273,7 @@ async def test_an_ended_conversation_discards_its_running_search_without_countin
 async def test_a_call_the_framework_cancels_closes_its_card_and_answers_its_repeat(
     server: FakeMcpServer, gateway: McpGateway
 ) -> None:
-    server.behaviour.delay_s = 3.0
-    session, room, events = make_session(gateway)
-    search = server.next_call()
-    task = asyncio.create_task(session.run_tool("gone", {"query": "lenta"}))
-    await asyncio.wait_for(search.started.wait(), 5)
+    session, room, events, task, _ = await _slow_search_running(server, gateway, "gone")
     repeat = asyncio.create_task(session.run_tool("gone", {"query": "lenta"}))
     task.cancel()
     with pytest.raises(asyncio.CancelledError):

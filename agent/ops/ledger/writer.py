@@ -124,17 +124,7 @@ class EvidenceLedger:
         if self._task is None:
             self._task = asyncio.create_task(self._run(), name="evidence-ledger-writer")
             # then what conversations before this one could not write
-            self._spool_task = asyncio.create_task(self._open_then_replay(), name="evidence-ledger-open")
-
-    async def _open_then_replay(self) -> None:
-        try:
-            await asyncio.to_thread(self._open_store)
-        except Exception as exc:
-            logger.debug("ledger store not opened yet (%s); the first write retries", type(exc).__name__)
-            await asyncio.to_thread(self._reset_store)
-            return
-        if self.spool is not None:
-            await self.flush_spool()
+            self._spool_task = asyncio.create_task(self.flush_spool(open_store=True), name="evidence-ledger-open")
 
     def _open_store(self) -> LedgerStore:
         with self._store_lock:
@@ -167,18 +157,21 @@ class EvidenceLedger:
             with contextlib.suppress(Exception):
                 store.close()
 
-    def _replay_spool(self) -> None:
+    def _replay_spool(self, *, open_store: bool = False) -> None:
         """Write what earlier conversations on this host left in the spool (the store is reachable now)."""
+        if open_store:
+            self._open_store()
         if self.spool is None or self.spool.pending() == 0:
             return
         self.spool.replay(self._open_store().write_rows)
 
-    async def flush_spool(self) -> None:
-        """Write the spool now; a store still down leaves it for later (never raises)."""
+    async def flush_spool(self, *, open_store: bool = False) -> None:
+        """Write the spool now (`open_store`: open the store even with nothing to replay); a store still down
+        leaves both for later, to the first write (never raises)."""
         try:
-            await asyncio.to_thread(self._replay_spool)
+            await asyncio.to_thread(self._replay_spool, open_store=open_store)
         except Exception as exc:
-            logger.debug("ledger spool not written yet (%s)", type(exc).__name__)
+            logger.debug("ledger store not opened or spool not written yet (%s)", type(exc).__name__)
             await asyncio.to_thread(self._reset_store)
 
     async def _run(self) -> None:
