@@ -90,6 +90,10 @@ class ToolAnswer:
         return self.outcome != "discarded"
 
 
+# Every discarded call gets the same answer (the user moved on, the framework dropped or cancelled the call).
+DISCARDED = ToolAnswer(DISCARDED_OUTPUT, "discarded")
+
+
 class ToolFailure(Exception):
     """The search failed; `message` is the Spanish text for the model."""
 
@@ -148,11 +152,10 @@ class ResearchSession:
 
     def record_dropped(self, call_id: str, arguments: Any) -> ToolAnswer:
         """A call the framework never ran (the user spoke before the agent's turn): answer it as discarded."""
-        answer = ToolAnswer(DISCARDED_OUTPUT, "discarded")
         self._calls.claim(call_id)
-        self._calls.resolve(call_id, answer)
+        self._calls.resolve(call_id, DISCARDED)
         self._notify(ToolEvent(call_id, self.turns.current, _query_of(arguments), "discarded", 0.0))
-        return answer
+        return DISCARDED
 
     async def run_tool(
         self, call_id: str, arguments: Any, *, interrupted: asyncio.Future[Any] | None = None
@@ -182,7 +185,7 @@ class ResearchSession:
             except asyncio.CancelledError:
                 set_outcome(span, "discarded")
                 # a repeat of this call id, and an ending conversation, must not wait for it forever
-                self._calls.resolve(call_id, ToolAnswer(DISCARDED_OUTPUT, "discarded"))
+                self._calls.resolve(call_id, DISCARDED)
                 raise
             set_outcome(span, answer.outcome)
             self._calls.resolve(call_id, answer)
@@ -226,7 +229,7 @@ class ResearchSession:
         """The user moved on: answer the call, tell the room it was discarded, never show its evidence."""
         self._publisher.post(Discarded(call_id=call_id, turn=turn))
         self._notify(ToolEvent(call_id, turn, query, "discarded", _ms(started)))
-        return ToolAnswer(DISCARDED_OUTPUT, "discarded")
+        return DISCARDED
 
     def _fail(
         self,
