@@ -7,6 +7,7 @@ LiveKit, with one line naming the variable.
 from __future__ import annotations
 
 import asyncio
+import importlib
 import logging
 import math
 import sys
@@ -18,7 +19,6 @@ from typing import Any
 import aiohttp
 from livekit import rtc
 from livekit.agents import AgentServer, JobContext, JobExecutorType, JobProcess, JobRequest
-from livekit.plugins import silero
 from opentelemetry.sdk.trace import TracerProvider
 
 from agent.ops import metrics
@@ -50,6 +50,11 @@ def _load_settings() -> Settings:
 
 
 settings = _load_settings()
+
+# Silero only when local VAD is on. Imported here, at module load, because livekit-agents registers a plugin on the
+# main thread only; imported always, it brought onnxruntime into the worker, its forkserver and every job process
+# (~19 MB of RSS each) for a VAD that is off by default, and livekit-agents preloads every registered plugin.
+silero: Any = importlib.import_module("livekit.plugins.silero") if settings.local_vad else None
 
 
 def _multiproc_dir() -> str | None:
@@ -106,7 +111,7 @@ def install_log_redaction() -> None:
 
 def prewarm(proc: JobProcess) -> None:
     """Warm a job runner: Silero when local VAD is on (the model ships in the wheel: works offline)."""
-    if settings.local_vad:
+    if silero is not None:
         proc.userdata["vad"] = silero.VAD.load()
     install_log_redaction()
 

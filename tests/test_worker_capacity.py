@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import json
 import math
 import os
 import subprocess
@@ -166,17 +167,47 @@ def test_a_job_ending_leaves_the_other_conversations_tracing_and_gauges(
             provider.shutdown()
 
 
-def _after_preload(worker: Any, then: str) -> str:
-    """What `then` prints in a fresh interpreter that has imported what the forkserver preloads, and no more."""
-    script = (
-        "import importlib, sys, threading\n"
-        "import livekit.plugins.openai, livekit.plugins.silero\n"
-        f"for name in {worker.PRELOAD_MODULES!r}: importlib.import_module(name)\n"
-    ) + then
-    env = {**os.environ, "LEXVOZ_REHEARSAL": "1"}
-    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
+def _run(script: str, **env: str) -> str:
+    full_env = {**os.environ, "LEXVOZ_REHEARSAL": "1", **env}
+    out = subprocess.run([sys.executable, "-c", script], env=full_env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     return out.stdout.strip()
+
+
+def _worker_imports(**env: str) -> tuple[list[str], bool]:
+    """What the worker process holds once `agent.worker` is imported (as `livekit.agents start` does): the plugins
+    it registered, which livekit-agents' forkserver preloads into every job process, and whether onnxruntime
+    came with them."""
+    out = _run(
+        "import sys, json\n"
+        "import agent.worker\n"
+        "from livekit.agents import Plugin\n"
+        "print(json.dumps([[p.package for p in Plugin.registered_plugins], 'onnxruntime' in sys.modules]))\n",
+        **env,
+    )
+    plugins, onnx = json.loads(out)
+    return plugins, onnx
+
+
+def _after_preload(worker: Any, then: str) -> str:
+    """What `then` prints in a fresh interpreter that has imported what the forkserver preloads, and no more: the
+    plugins the worker registered, then the worker's own preload list."""
+    plugins, _ = _worker_imports()
+    script = (
+        "import importlib, sys, threading\n"
+        f"for name in {plugins + worker.PRELOAD_MODULES!r}: importlib.import_module(name)\n"
+    ) + then
+    return _run(script)
+
+
+@pytest.mark.parametrize(("local_vad", "carried"), [("0", False), ("1", True)])
+def test_silero_and_onnxruntime_are_in_the_worker_only_with_local_vad(local_vad: str, carried: bool) -> None:
+    # Local VAD is off by default. Imported anyway, Silero brought onnxruntime into the worker, and, as a registered
+    # plugin, into its forkserver and every job process: about 19 MB of RSS each, for nothing.
+    plugins, onnx = _worker_imports(LEXVOZ_LOCAL_VAD=local_vad)
+    assert ("livekit.plugins.silero" in plugins) is carried
+    assert onnx is carried
+    assert "livekit.plugins.openai" in plugins
 
 
 def test_the_forkserver_builds_the_realtime_event_models_so_job_processes_do_not(reload_worker: Any) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import atexit
+import shutil
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -10,8 +12,11 @@ from typing import Any
 from agent.settings import Settings
 
 API_KEY = "test-key"
-# Spent resume tokens of the tests' page services: one private folder per test process, never the checkout.
-SPENT_TOKENS_FILE = Path(tempfile.mkdtemp(prefix="lexvoz-spent-")) / "spent-resume-tokens.sqlite3"
+# Spent resume tokens of the tests' page services: one private folder per test process, never the checkout,
+# removed when that process ends (each run left one behind in the temp folder).
+_SPENT_DIR = tempfile.mkdtemp(prefix="lexvoz-spent-")
+atexit.register(shutil.rmtree, _SPENT_DIR, ignore_errors=True)
+SPENT_TOKENS_FILE = Path(_SPENT_DIR) / "spent-resume-tokens.sqlite3"
 API_SECRET = "test-secret-that-must-never-leak-0123456789"
 
 ClientFactory = Callable[..., Any]
