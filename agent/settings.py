@@ -330,8 +330,9 @@ class Settings(BaseSettings):
 
     @property
     def ledger_spool_dir(self) -> Path:
-        """Where a conversation that ends with its store unreachable leaves its ledger entries for the next
-        writer on this host: beside the local ledger file (the same volume and owner), whatever the store."""
+        """Where conversations put their ledger entries for the worker process to write to the store, and where
+        they wait while it is unreachable: beside the local ledger file (the same volume and owner), whatever the
+        store."""
         return self.ledger_path.with_name("ledger-spool")
 
 

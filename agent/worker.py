@@ -22,7 +22,7 @@ from livekit.agents import AgentServer, JobContext, JobExecutorType, JobProcess,
 from opentelemetry.sdk.trace import TracerProvider
 
 from agent.ops import metrics
-from agent.ops.ledger import EvidenceLedger
+from agent.ops.ledger import job_ledger
 from agent.ops.redact import RedactingFilter
 from agent.ops.telemetry import setup_tracing, shutdown_tracing
 from agent.settings import Settings, SettingsError, get_settings
@@ -181,7 +181,7 @@ PRELOAD_MODULES = [
     "agent.voice.conversation",
     "agent.voice.observers",
     "agent.voice.model_link",
-    "agent.ops.ledger",
+    "agent.ops.ledger",  # what a job needs of it: the writer and the spool, without the store's SQLAlchemy
     "agent.ops.telemetry",
     "agent.ops.metrics",
     "agent.waiting_rooms",  # used by the worker process only, but a job imports this module, which imports it
@@ -230,6 +230,24 @@ def _pass_done(task: asyncio.Task[Offered]) -> None:
     _passes.discard(task)
     if not task.cancelled() and (exc := task.exception()) is not None:  # livekit-server's own errors are handled
         logger.warning("rooms left waiting not checked: %s", type(exc).__name__)
+
+
+_shippers: list[Any] = []
+
+
+@server.on("worker_started")
+def ship_the_ledger() -> None:
+    """In the worker process only (job processes never start a server): the one writer of the host's ledger spool
+    to the store, for every conversation of this worker (`agent/ops/ledger/shipper.py`). Imported here so that
+    SQLAlchemy stays out of the job processes, which import this module too."""
+    if not settings.ledger_enabled or _shippers:
+        return
+    from agent.ops.ledger.shipper import SpoolShipper
+    from agent.ops.ledger.spool import LedgerSpool
+
+    shipper = SpoolShipper(settings.ledger_location, LedgerSpool(settings.ledger_spool_dir))
+    shipper.start()
+    _shippers.append(shipper)
 
 
 _process_tracing: list[TracerProvider | None] = []
@@ -284,7 +302,7 @@ async def run_job(
     install_log_redaction()
     install_framework_noise_filter()
     provider = job_tracing(job_settings)
-    ledger = EvidenceLedger.from_settings(job_settings)
+    ledger = job_ledger(job_settings)  # into the host's spool; the worker process writes it to the store
     await ledger.start()
     gateway = shared_gateway(job_settings)  # the process's one MCP session; the ledger records its server
     gateway.acquire()

@@ -30,7 +30,7 @@ from tests import test_worker as worker_tests
 from tests.fakes import RecordingParticipant
 from tests.job_double import USER_IDENTITY, TextReader, chat_handler, messages, until
 from tests.mcp_fixture import FakeMcpServer
-from tests.test_worker import job_settings, running_job
+from tests.test_worker import job_settings, running_job, ship_the_spool
 
 # The worker-wiring fixtures, shared with tests/test_worker.py.
 worker = worker_tests.worker
@@ -325,6 +325,7 @@ async def test_the_worker_keeps_an_unverified_citation_in_the_ledger_and_correct
             "call_id": None,
         }
     ]
+    assert await ship_the_spool(settings) >= 1  # the job spooled; the worker process writes it to the store
     assert [(c["turn"], c["article"], c["norm"]) for c in read_room_citations(settings.ledger_path, room_name)] == [
         (1, "999", "constitucion")
     ]

@@ -19,6 +19,8 @@ from livekit import rtc
 from prometheus_client import REGISTRY
 
 from agent.ops.ledger.reader import read_room
+from agent.ops.ledger.shipper import SpoolShipper
+from agent.ops.ledger.spool import LedgerSpool
 from agent.ops.redact import RedactingFilter
 from agent.settings import Settings, get_settings
 from agent.voice.conversation import close_shared_gateway
@@ -39,9 +41,10 @@ from tests.mcp_fixture import FakeMcpServer, synthetic_source
 
 
 @pytest.fixture
-def worker(monkeypatch: pytest.MonkeyPatch):
+def worker(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
     monkeypatch.setenv("LEXVOZ_REHEARSAL", "1")
     monkeypatch.setenv("LEXVOZ_MAX_JOBS", "4")
+    monkeypatch.setenv("LEXVOZ_LEDGER_PATH", str(tmp_path / "ledger.sqlite3"))  # the jobs' below: one host
     get_settings.cache_clear()
     import agent.worker as module
 
@@ -101,6 +104,13 @@ def job_settings(realtime_base_url: str, mcp_url: str, tmp_path: Path) -> Settin
     )
 
 
+async def ship_the_spool(settings: Settings) -> int:
+    """What the worker process's shipper does with what jobs spooled: one pass to the store; the entries sent."""
+    shipper = SpoolShipper(settings.ledger_location, LedgerSpool(settings.ledger_spool_dir))
+    await shipper.close()
+    return shipper.shipped
+
+
 @asynccontextmanager
 async def running_job(worker: Any, settings: Settings, http: aiohttp.ClientSession) -> AsyncIterator[tuple[Any, Any]]:
     """`worker.run_job` (the entrypoint's whole body) against a mocked room; cleans up like the job does."""
@@ -150,6 +160,21 @@ async def test_the_job_runs_the_production_wiring_with_a_room(
 ) -> None:
     settings = job_settings(standin.base_url, mcp.url, tmp_path)
     completed_before = _counter("voice_mcp_tool_calls_total", {"tool": "search_panama_law", "outcome": "completed"})
+    worker.server.emit("worker_started")  # as livekit-agents does in the worker process: the ledger's shipper starts
+    try:
+        await _the_job_runs_the_production_wiring(worker, settings, standin, http, mcp, completed_before)
+    finally:
+        await worker._shippers[0].close()
+
+
+async def _the_job_runs_the_production_wiring(
+    worker: Any,
+    settings: Settings,
+    standin: RealtimeStandIn,
+    http: aiohttp.ClientSession,
+    mcp: FakeMcpServer,
+    completed_before: float,
+) -> None:
     async with running_job(worker, settings, http) as (conversation, job):
         room = conversation.room
         # the model: the plugin aimed at the configured endpoint, configured as the product specifies
@@ -179,8 +204,15 @@ async def test_the_job_runs_the_production_wiring_with_a_room(
     assert _counter("voice_mcp_tool_calls_total", {"tool": "search_panama_law", "outcome": "completed"}) == (
         completed_before + 1
     )
-    rows = read_room(settings.ledger_path, room.name)
+    # the job spooled its entry; the worker process's shipper wrote it to the store
+    rows: list[dict[str, Any]] = []
+    for _ in range(100):
+        rows = read_room(settings.ledger_path, room.name) if settings.ledger_path.exists() else []
+        if rows:
+            break
+        await asyncio.sleep(0.05)
     assert [(r["outcome"], r["turn"]) for r in rows] == [("completed", 1)], rows
+    assert LedgerSpool(settings.ledger_spool_dir).pending() == 0
     # the session closing ends the job
     assert len(job.shutdown_reasons) == 1
 

@@ -271,3 +271,13 @@ def test_a_job_process_imports_nothing_the_forkserver_has_not_already_imported(r
         "print(sorted(set(sys.modules) - before))\n",
     )
     assert imported == "['agent.worker']"
+
+
+def test_a_job_process_carries_neither_sqlalchemy_nor_a_ledger_connection(reload_worker: Any) -> None:
+    # A job's ledger entries go to the host's spool; the worker process alone opens the store. A job process that
+    # imported SQLAlchemy carried ~10 MB more (and, on PostgreSQL, a connection of its own per conversation).
+    out = _after_preload(
+        reload_worker(),
+        "import agent.worker\nprint(sorted(m for m in sys.modules if m.split('.')[0] in ('sqlalchemy', 'psycopg')))\n",
+    )
+    assert out == "[]"

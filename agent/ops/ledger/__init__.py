@@ -15,11 +15,14 @@ owner runs the migrations and erasures, and workers log in as a role that cannot
 - `entry`: what an entry holds and how its text is made safe to keep
 - `schema`: tables, numbered migration steps, append-only triggers
 - `store`: opening either store, writing a batch
-- `writer`: the conversation's non-blocking, bounded, retrying writer (or none, `LEXVOZ_LEDGER=off`)
+- `writer`: the conversation's non-blocking, bounded, retrying writer (or none, `LEXVOZ_LEDGER=off`); a job's
+  goes to the host's `spool`, which the worker process's `shipper` writes to the store through one connection
 - `erase`: the retention purge and `forget`, the only deletions allowed, each recorded
 - `roles`: PostgreSQL's application role, which workers use: read and insert only (the owner migrates)
 - `reader`, `render`, `cli`: `python -m agent ledger show|export|purge|forget|migrate`
 """
+
+from typing import TYPE_CHECKING, Any
 
 from agent.ops.ledger.entry import (
     LedgerEntry,
@@ -31,9 +34,28 @@ from agent.ops.ledger.entry import (
     stored_excerpt,
     stored_query,
 )
-from agent.ops.ledger.schema import SCHEMA_VERSION, LedgerSchemaError
-from agent.ops.ledger.store import LedgerLocationError, LedgerStore, ledger_url, secure_ledger_files
-from agent.ops.ledger.writer import DisabledLedger, EvidenceLedger, Ledger, ledger_from_settings
+from agent.ops.ledger.errors import LedgerRejected, LedgerSchemaError
+from agent.ops.ledger.writer import DisabledLedger, EvidenceLedger, Ledger, job_ledger, ledger_from_settings
+
+if TYPE_CHECKING:
+    from agent.ops.ledger.schema import SCHEMA_VERSION
+    from agent.ops.ledger.store import LedgerLocationError, LedgerStore, ledger_url, secure_ledger_files
+
+# The store's names load SQLAlchemy; a job process, which only spools (`job_ledger`), never touches them.
+_FROM_STORE = {"LedgerLocationError", "LedgerStore", "ledger_url", "secure_ledger_files"}
+
+
+def __getattr__(name: str) -> Any:
+    if name == "SCHEMA_VERSION":
+        from agent.ops.ledger import schema
+
+        return schema.SCHEMA_VERSION
+    if name in _FROM_STORE:
+        from agent.ops.ledger import store
+
+        return getattr(store, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -43,11 +65,13 @@ __all__ = [
     "LedgerEntry",
     "LedgerLocationError",
     "LedgerRecord",
+    "LedgerRejected",
     "LedgerSchemaError",
     "LedgerSource",
     "LedgerStore",
     "UnverifiedCitation",
     "excerpt_sha256",
+    "job_ledger",
     "ledger_from_settings",
     "ledger_url",
     "secure_ledger_files",

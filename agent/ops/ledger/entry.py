@@ -24,12 +24,14 @@ __all__ = [
     "LedgerEntry",
     "LedgerRecord",
     "LedgerSource",
+    "StoredRow",
     "UnverifiedCitation",
     "excerpt_sha256",
     "format_ts",
     "sources_from",
     "stored_excerpt",
     "stored_query",
+    "stored_row",
 ]
 
 
@@ -157,3 +159,53 @@ def stored_excerpt(excerpt: str) -> str:
 def excerpt_sha256(excerpt: str) -> str:
     """sha256 of the excerpt's UTF-8 bytes, unnormalized: it must match what the caller saw."""
     return hashlib.sha256(excerpt.encode("utf-8")).hexdigest()
+
+
+StoredRow = dict[str, Any]
+"""One entry as the store keeps it (question redacted with its digest, excerpts redacted with their sha256):
+`{"kind": "call" | "citation", "values": {column: value}, "sources": [{column: value}]}`, JSON-safe."""
+
+
+def stored_row(e: LedgerRecord) -> StoredRow:
+    """The entry as the store keeps it: the one place where an entry's text is turned into what may be kept."""
+    if isinstance(e, UnverifiedCitation):
+        values = {
+            "entry_id": e.entry_id,
+            "ts": format_ts(e.ts),
+            "room": e.room,
+            "session_id": e.session_id,
+            "turn": e.turn,
+            "article": e.article,
+            "norm": e.norm,
+        }
+        return {"kind": "citation", "values": values, "sources": []}
+    query_redacted, digest = stored_query(e.query)
+    values = {
+        "entry_id": e.entry_id,
+        "ts": format_ts(e.ts),
+        "room": e.room,
+        "session_id": e.session_id,
+        "turn": e.turn,
+        "call_id": e.call_id,
+        "tool": e.tool,
+        "query_redacted": query_redacted,
+        "query_digest": digest,
+        "outcome": e.outcome,
+        "duration_ms": float(e.duration_ms),
+        "reason": e.reason,
+        "server_name": e.server_name,
+        "server_version": e.server_version,
+        "index_version": e.index_version,
+    }
+    sources = [
+        {
+            "position": i,
+            "citation": s.citation,
+            "official_source_url": s.official_source_url,
+            "excerpt_sha256": excerpt_sha256(s.excerpt),
+            "title": s.title,
+            "excerpt": stored_excerpt(s.excerpt),
+        }
+        for i, s in enumerate(e.sources, start=1)
+    ]
+    return {"kind": "call", "values": values, "sources": sources}

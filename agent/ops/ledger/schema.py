@@ -31,6 +31,8 @@ from sqlalchemy import (
     text,
 )
 
+from agent.ops.ledger.errors import LedgerSchemaError
+
 __all__ = [
     "SCHEMA_VERSION",
     "LedgerSchemaError",
@@ -50,10 +52,6 @@ _ID = BigInteger().with_variant(Integer(), "sqlite")
 _OUTCOMES = "outcome IN ('completed', 'failed', 'discarded', 'duplicate', 'rejected')"
 # Any constant: serialises the migration steps of every worker that opens the same PostgreSQL database.
 _PG_MIGRATION_LOCK = 0x1E7F0D6E
-
-
-class LedgerSchemaError(RuntimeError):
-    """The store's schema is not one this program can use (newer, or older for a read-only reader)."""
 
 
 # ---------------------------------------------------------------------------------------------

@@ -25,15 +25,17 @@ import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from agent.ops.ledger.store import StoredRow
+from agent.ops.ledger.entry import LedgerRecord, StoredRow, stored_row
+from agent.ops.ledger.errors import LedgerRejected
 from agent.stores import OWNER_ONLY_DIR, OWNER_ONLY_FILE
 
-__all__ = ["LedgerSpool"]
+__all__ = ["LedgerSpool", "SpoolSink"]
 
 logger = logging.getLogger("lexvoz.ledger")
 
 SUFFIX = ".jsonl"
 CLAIMED = ".claimed"
+REJECTED = ".rejected"
 
 
 class LedgerSpool:
@@ -104,6 +106,12 @@ class LedgerSpool:
                 continue
             try:
                 write_rows(rows)
+            except LedgerRejected:
+                # the store refuses this data itself: set aside (kept, owner-only) for the operator, not retried forever
+                with contextlib.suppress(OSError):
+                    os.replace(claimed, claimed.with_name(f"{path.name.split('.', 1)[0]}{REJECTED}"))
+                logger.error("ledger spool file %s refused by the store; set aside as %s", path.name, REJECTED)
+                continue
             except BaseException:
                 with contextlib.suppress(OSError):
                     os.replace(claimed, path)
@@ -113,3 +121,21 @@ class LedgerSpool:
         if sent:
             logger.info("ledger spool written: %d entries kept while the store was down", sent)
         return sent
+
+
+class SpoolSink:
+    """The spool as a job's ledger writes to it: each batch one new fsynced file, which the worker process's
+    `SpoolShipper` writes to the store. `write` returns when the batch is on disk."""
+
+    def __init__(self, spool: LedgerSpool) -> None:
+        self.spool = spool
+
+    def write(self, batch: Sequence[LedgerRecord]) -> int:
+        return self.write_rows([stored_row(e) for e in batch])
+
+    def write_rows(self, rows: Sequence[StoredRow]) -> int:
+        self.spool.put(rows)
+        return len(rows)
+
+    def close(self) -> None:
+        return None

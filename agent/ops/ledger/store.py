@@ -23,16 +23,11 @@ from sqlalchemy import Connection, Engine, create_engine, event, insert, text
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import URL, make_url
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.pool import NullPool
 
-from agent.ops.ledger.entry import (
-    LedgerRecord,
-    UnverifiedCitation,
-    excerpt_sha256,
-    format_ts,
-    stored_excerpt,
-    stored_query,
-)
+from agent.ops.ledger.entry import LedgerRecord, StoredRow, stored_row
+from agent.ops.ledger.errors import LedgerRejected
 from agent.ops.ledger.schema import SCHEMA_VERSION, LedgerSchemaError, current_version, migrate_connection
 from agent.ops.ledger.schema import sources as sources_table
 from agent.ops.ledger.schema import tool_calls as calls_table
@@ -42,10 +37,12 @@ from agent.stores import PG_SCHEMES, SQLITE_BUSY_TIMEOUT_S, enable_wal, secure_s
 __all__ = [
     "LedgerLocationError",
     "LedgerStore",
+    "StoredRow",
     "describe_location",
     "ledger_url",
     "probe_writable",
     "secure_ledger_files",
+    "stored_row",
 ]
 
 PG_CONNECT_TIMEOUT_S = 5
@@ -138,56 +135,6 @@ def _pg_engine(url: URL, *, readonly: bool) -> Engine:
             "options": options,
         },
     )
-
-
-StoredRow = dict[str, Any]
-"""One entry as the store keeps it (question redacted with its digest, excerpts redacted with their sha256):
-`{"kind": "call" | "citation", "values": {column: value}, "sources": [{column: value}]}`, JSON-safe."""
-
-
-def stored_row(e: LedgerRecord) -> StoredRow:
-    """The entry as the store keeps it: the one place where an entry's text is turned into what may be kept."""
-    if isinstance(e, UnverifiedCitation):
-        values = {
-            "entry_id": e.entry_id,
-            "ts": format_ts(e.ts),
-            "room": e.room,
-            "session_id": e.session_id,
-            "turn": e.turn,
-            "article": e.article,
-            "norm": e.norm,
-        }
-        return {"kind": "citation", "values": values, "sources": []}
-    query_redacted, digest = stored_query(e.query)
-    values = {
-        "entry_id": e.entry_id,
-        "ts": format_ts(e.ts),
-        "room": e.room,
-        "session_id": e.session_id,
-        "turn": e.turn,
-        "call_id": e.call_id,
-        "tool": e.tool,
-        "query_redacted": query_redacted,
-        "query_digest": digest,
-        "outcome": e.outcome,
-        "duration_ms": float(e.duration_ms),
-        "reason": e.reason,
-        "server_name": e.server_name,
-        "server_version": e.server_version,
-        "index_version": e.index_version,
-    }
-    sources = [
-        {
-            "position": i,
-            "citation": s.citation,
-            "official_source_url": s.official_source_url,
-            "excerpt_sha256": excerpt_sha256(s.excerpt),
-            "title": s.title,
-            "excerpt": stored_excerpt(s.excerpt),
-        }
-        for i, s in enumerate(e.sources, start=1)
-    ]
-    return {"kind": "call", "values": values, "sources": sources}
 
 
 class LedgerStore:
@@ -285,7 +232,15 @@ class LedgerStore:
         return self.write_rows([stored_row(e) for e in batch])
 
     def write_rows(self, rows: Sequence[StoredRow]) -> int:
-        """Write entries already in their stored form (`stored_row`), in one transaction; new ones counted."""
+        """Write entries already in their stored form (`stored_row`), in one transaction; new ones counted.
+
+        Raises `LedgerRejected` when the store refuses the data itself (a constraint), which no retry can help."""
+        try:
+            return self._write_rows(rows)
+        except IntegrityError as exc:
+            raise LedgerRejected(f"the ledger refused an entry ({type(exc.orig).__name__})") from exc
+
+    def _write_rows(self, rows: Sequence[StoredRow]) -> int:
         written = 0
         make_insert = pg_insert if self.dialect == "postgresql" else sqlite_insert
         with self.engine.begin() as conn:

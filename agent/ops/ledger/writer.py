@@ -16,21 +16,41 @@ import asyncio
 import contextlib
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
-from sqlalchemy.exc import IntegrityError
-
 from agent.ops import metrics
-from agent.ops.ledger.entry import LedgerRecord
-from agent.ops.ledger.schema import LedgerSchemaError
-from agent.ops.ledger.spool import LedgerSpool
-from agent.ops.ledger.store import LedgerStore, describe_location, stored_row
+from agent.ops.ledger.entry import LedgerRecord, StoredRow, stored_row
+from agent.ops.ledger.errors import LedgerRejected, LedgerSchemaError
+from agent.ops.ledger.spool import LedgerSpool, SpoolSink
 
-__all__ = ["DisabledLedger", "EvidenceLedger", "Ledger", "ledger_from_settings"]
+__all__ = ["DisabledLedger", "EvidenceLedger", "Ledger", "LedgerSink", "ledger_from_settings"]
 
 logger = logging.getLogger("lexvoz.ledger")
+
+
+class LedgerSink(Protocol):
+    """Where the writer's batches go: the store itself (`LedgerStore`), or the host's spool (`SpoolSink`)."""
+
+    def write(self, batch: Sequence[LedgerRecord]) -> int: ...
+
+    def write_rows(self, rows: Sequence[StoredRow]) -> int: ...
+
+    def close(self) -> None: ...
+
+
+def open_store(location: str | Path) -> LedgerSink:
+    """The store at `location` (SQLAlchemy is imported here, never by a job process that only spools)."""
+    from agent.ops.ledger.store import LedgerStore
+
+    return LedgerStore.open(location)
+
+
+def _describe(location: str | Path) -> str:
+    from agent.ops.ledger.store import describe_location
+
+    return describe_location(location)
 
 
 class Ledger(Protocol):
@@ -59,11 +79,31 @@ class DisabledLedger:
 
 
 def ledger_from_settings(settings: Any, **kwargs: Any) -> EvidenceLedger | DisabledLedger:
-    """The job's ledger: the configured store, or nothing when the operator turned it off."""
+    """A ledger writing to the configured store itself, or nothing when the operator turned it off."""
     if not settings.ledger_enabled:
         return DisabledLedger()
     kwargs.setdefault("spool", LedgerSpool(settings.ledger_spool_dir))
     return EvidenceLedger(settings.ledger_location, **kwargs)
+
+
+def job_ledger(settings: Any, **kwargs: Any) -> EvidenceLedger | DisabledLedger:
+    """A conversation's ledger: its entries go to the host's spool, which the worker process writes to the store
+    (`shipper`), or nothing when the operator turned it off.
+
+    Why not the store itself: a job process that opens the store carries SQLAlchemy and a database connection
+    of its own (one PostgreSQL connection per conversation, ~10 MB of each job process's memory, a schema check
+    at each job's start), and an entry waits in the job's memory until its insert commits, so a job killed by
+    then loses it. Through the spool an entry is on the host's disk (fsynced) within milliseconds, whatever
+    happens to the job after that, and one connection per worker writes them all."""
+    if not settings.ledger_enabled:
+        return DisabledLedger()
+    spool = LedgerSpool(settings.ledger_spool_dir)
+    return EvidenceLedger(
+        settings.ledger_spool_dir,
+        connect=lambda _: SpoolSink(spool),
+        describe=lambda path: f"the spool {path}",
+        **kwargs,
+    )
 
 
 class EvidenceLedger:
@@ -83,8 +123,9 @@ class EvidenceLedger:
         batch_size: int = 64,
         backoff_initial_s: float = 0.05,
         backoff_max_s: float = 5.0,
-        connect: Callable[[str | Path], LedgerStore] = LedgerStore.open,
+        connect: Callable[[str | Path], LedgerSink] = open_store,
         spool: LedgerSpool | None = None,
+        describe: Callable[[str | Path], str] = _describe,
     ) -> None:
         self.location = location
         self._queue: asyncio.Queue[LedgerRecord] = asyncio.Queue(maxsize=max_queue)
@@ -92,13 +133,14 @@ class EvidenceLedger:
         self._backoff_initial = backoff_initial_s
         self._backoff_max = backoff_max_s
         self._connect = connect
-        self._store: LedgerStore | None = None
+        self._store: LedgerSink | None = None
         self._store_lock = threading.Lock()  # the writer's and the spool's threads open the store once between them
         self._task: asyncio.Task[None] | None = None
         self._closing = False
         self._inflight: list[LedgerRecord] = []
         self._failing = False
         self.spool = spool
+        self._describe = describe
         self.spooled = 0
         self._spool_task: asyncio.Task[None] | None = None
         self.written = 0
@@ -126,7 +168,7 @@ class EvidenceLedger:
             # then what conversations before this one could not write
             self._spool_task = asyncio.create_task(self.flush_spool(open_store=True), name="evidence-ledger-open")
 
-    def _open_store(self) -> LedgerStore:
+    def _open_store(self) -> LedgerSink:
         with self._store_lock:
             if self._store is None:
                 self._store = self._connect(self.location)
@@ -190,7 +232,7 @@ class EvidenceLedger:
                         logger.info("ledger writes recovered")
                         await self.flush_spool()
                     break
-                except IntegrityError as exc:
+                except LedgerRejected as exc:
                     # the data itself is refused: retrying cannot help
                     self._count_failure(exc)
                     self._drop(len(batch), "rejected by schema")
@@ -216,7 +258,7 @@ class EvidenceLedger:
         logger.log(
             level,
             "ledger write to %s failed (%s); will retry",
-            describe_location(self.location),
+            self._describe(self.location),
             what,
             extra={"error": type(exc).__name__},
         )
