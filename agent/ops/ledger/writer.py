@@ -1,13 +1,14 @@
 """The ledger writer a conversation talks to: never waits, never raises, bounded, retrying.
 
-Why a queue and a thread: a store can be slow or gone (a SQLite file on a full disk, a PostgreSQL
-server restarting), and a person is talking meanwhile. `record()` only enqueues; one background task
-writes batches through `asyncio.to_thread`, and on failure keeps the batch, backs off and tries again,
-so entries written while the store was down are replayed once it is back. Only what cannot be kept is
-lost, and each such entry is counted in `voice_ledger_dropped_total` and logged: the queue is full
-(the newest entry is refused, so the backlog stays an ordered prefix), the store refuses the data
-itself, or the job ends with entries still unwritten and no spool (`spool`) can keep them: with one (the
-default from the settings), those entries wait on the host and the next writer that reaches the store writes them.
+Why a queue and a thread: where entries go can be slow or gone (a full disk, a PostgreSQL server restarting),
+and a person is talking meanwhile. `record()` only enqueues; one background task writes batches through
+`asyncio.to_thread` to its sink, and on failure keeps the batch, backs off and tries again. A conversation's sink
+is the host's spool (`job_ledger`: each batch one fsynced file, which the worker process's `shipper` writes to
+the store); a writer given the store itself (`ledger_from_settings`, tools and tests) writes there, and at close
+leaves what the store did not take in the spool. Only what cannot be kept is lost, and each such entry is
+counted in `voice_ledger_dropped_total` and logged: the queue is full (the newest entry is refused, so the
+backlog stays an ordered prefix), the sink refuses the data itself, or the job ends with entries its sink never
+took and no spool can keep them.
 """
 
 from __future__ import annotations
