@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.ops.ledger import DisabledLedger, EvidenceLedger, LedgerSource, LedgerStore, ledger_from_settings
+from agent.ops.ledger import DisabledLedger, EvidenceLedger, LedgerSource, LedgerStore, job_ledger
 from agent.ops.ledger.cli import ledger_main, parse_bound
 from agent.ops.ledger.erase import purge_older_than
 from agent.ops.ledger.reader import read_room
@@ -140,14 +140,14 @@ def test_settings_choose_the_store(tmp_path: Path) -> None:
 
 async def test_ledger_off_records_nothing(tmp_path: Path) -> None:
     path = tmp_path / "ledger.sqlite3"
-    off = ledger_from_settings(Settings(LEXVOZ_LEDGER="off", LEXVOZ_LEDGER_PATH=path))
+    off = job_ledger(Settings(LEXVOZ_LEDGER="off", LEXVOZ_LEDGER_PATH=path))
     assert isinstance(off, DisabledLedger)
     await off.start()
     off.record(entry())
     await off.close()
-    assert not path.exists()
-    on = ledger_from_settings(Settings(LEXVOZ_LEDGER_PATH=path))
-    assert isinstance(on, EvidenceLedger) and on.location == path
+    assert not path.exists() and not (tmp_path / "ledger-spool").exists()
+    on = job_ledger(Settings(LEXVOZ_LEDGER_PATH=path))
+    assert isinstance(on, EvidenceLedger) and on.location == tmp_path / "ledger-spool"
 
 
 def test_cli_refuses_an_unknown_store(capsys: pytest.CaptureFixture[str]) -> None:

@@ -7,12 +7,11 @@ were missing from the ledger.
 
 from __future__ import annotations
 
-import os
 import sqlite3
 import stat
 from pathlib import Path
 
-from agent.ops.ledger import EvidenceLedger, LedgerStore, UnverifiedCitation, ledger_from_settings
+from agent.ops.ledger import EvidenceLedger, LedgerStore, UnverifiedCitation, job_ledger
 from agent.ops.ledger.reader import read_room, read_room_citations
 from agent.ops.ledger.spool import LedgerSpool
 from agent.settings import Settings
@@ -80,9 +79,12 @@ async def test_without_a_spool_unwritten_entries_are_still_counted_as_dropped(tm
     assert ledger.dropped == 1
 
 
-def test_the_settings_ledger_spools_beside_the_local_ledger_file(tmp_path: Path) -> None:
+async def test_a_conversations_ledger_spools_beside_the_local_ledger_file(tmp_path: Path) -> None:
     settings = Settings(LEXVOZ_LEDGER_PATH=str(tmp_path / "var" / "ledger.sqlite3"))
-    ledger = ledger_from_settings(settings)
-    assert isinstance(ledger, EvidenceLedger) and ledger.spool is not None
-    assert ledger.spool.directory == tmp_path / "var" / "ledger-spool"
-    assert not os.path.exists(ledger.spool.directory)  # made when first needed, not at every job start
+    ledger = job_ledger(settings)
+    assert isinstance(ledger, EvidenceLedger) and ledger.location == tmp_path / "var" / "ledger-spool"
+    await ledger.start()
+    assert not (tmp_path / "var" / "ledger-spool").exists()  # made when first needed, not at every job start
+    ledger.record(entry(turn=1))
+    await ledger.close()
+    assert LedgerSpool(tmp_path / "var" / "ledger-spool").pending() == 1

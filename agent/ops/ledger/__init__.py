@@ -35,7 +35,7 @@ from agent.ops.ledger.entry import (
     stored_query,
 )
 from agent.ops.ledger.errors import LedgerRejected, LedgerSchemaError
-from agent.ops.ledger.writer import DisabledLedger, EvidenceLedger, Ledger, job_ledger, ledger_from_settings
+from agent.ops.ledger.writer import DisabledLedger, EvidenceLedger, Ledger, job_ledger
 
 if TYPE_CHECKING:
     from agent.ops.ledger.schema import SCHEMA_VERSION
@@ -72,7 +72,6 @@ __all__ = [
     "UnverifiedCitation",
     "excerpt_sha256",
     "job_ledger",
-    "ledger_from_settings",
     "ledger_url",
     "secure_ledger_files",
     "sources_from",

@@ -4,7 +4,7 @@ Why a queue and a thread: where entries go can be slow or gone (a full disk, a P
 and a person is talking meanwhile. `record()` only enqueues; one background task writes batches through
 `asyncio.to_thread` to its sink, and on failure keeps the batch, backs off and tries again. A conversation's sink
 is the host's spool (`job_ledger`: each batch one fsynced file, which the worker process's `shipper` writes to
-the store); a writer given the store itself (`ledger_from_settings`, tools and tests) writes there, and at close
+the store); a writer given the store itself (the default sink) writes there, and at close
 leaves what the store did not take in the spool. Only what cannot be kept is lost, and each such entry is
 counted in `voice_ledger_dropped_total` and logged: the queue is full (the newest entry is refused, so the
 backlog stays an ordered prefix), the sink refuses the data itself, or the job ends with entries its sink never
@@ -26,7 +26,7 @@ from agent.ops.ledger.entry import LedgerRecord, StoredRow, stored_row
 from agent.ops.ledger.errors import LedgerRejected, LedgerSchemaError
 from agent.ops.ledger.spool import LedgerSpool, SpoolSink
 
-__all__ = ["DisabledLedger", "EvidenceLedger", "Ledger", "LedgerSink", "ledger_from_settings"]
+__all__ = ["DisabledLedger", "EvidenceLedger", "Ledger", "LedgerSink", "job_ledger"]
 
 logger = logging.getLogger("lexvoz.ledger")
 
@@ -77,14 +77,6 @@ class DisabledLedger:
 
     async def close(self, timeout: float = 5.0) -> None:  # noqa: ASYNC109 - same signature as the writer
         return None
-
-
-def ledger_from_settings(settings: Any, **kwargs: Any) -> EvidenceLedger | DisabledLedger:
-    """A ledger writing to the configured store itself, or nothing when the operator turned it off."""
-    if not settings.ledger_enabled:
-        return DisabledLedger()
-    kwargs.setdefault("spool", LedgerSpool(settings.ledger_spool_dir))
-    return EvidenceLedger(settings.ledger_location, **kwargs)
 
 
 def job_ledger(settings: Any, **kwargs: Any) -> EvidenceLedger | DisabledLedger:
@@ -147,10 +139,6 @@ class EvidenceLedger:
         self.written = 0
         self.failures = 0
         self.dropped = 0
-
-    @classmethod
-    def from_settings(cls, settings: Any, **kwargs: Any) -> EvidenceLedger | DisabledLedger:
-        return ledger_from_settings(settings, **kwargs)
 
     @property
     def pending(self) -> int:
