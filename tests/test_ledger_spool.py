@@ -7,11 +7,17 @@ were missing from the ledger.
 
 from __future__ import annotations
 
+import json
+import os
 import sqlite3
 import stat
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 from agent.ops.ledger import EvidenceLedger, LedgerStore, UnverifiedCitation, job_ledger
+from agent.ops.ledger.entry import stored_row
 from agent.ops.ledger.reader import read_room, read_room_citations
 from agent.ops.ledger.spool import LedgerSpool
 from agent.settings import Settings
@@ -88,3 +94,22 @@ async def test_a_conversations_ledger_spools_beside_the_local_ledger_file(tmp_pa
     ledger.record(entry(turn=1))
     await ledger.close()
     assert LedgerSpool(tmp_path / "var" / "ledger-spool").pending() == 1
+
+
+def test_a_claim_left_by_a_process_that_is_gone_is_taken_over_at_once(tmp_path: Path) -> None:
+    # A worker killed in the middle of a pass leaves its claim; waiting `stale_claim_s` (10 minutes) would keep
+    # those entries out of the ledger that long.
+    spool = LedgerSpool(tmp_path / "spool")
+    spool.put([stored_row(entry(turn=1))])
+    (pending,) = list(spool.directory.iterdir())
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    stem = pending.name.split(".", 1)[0]
+    os.replace(pending, pending.with_name(f"{stem}.{gone.pid}.jsonl.claimed"))
+    alive = spool.directory / f"{time.time_ns()}-x.{os.getpid()}.jsonl.claimed"
+    alive.write_text(json.dumps(stored_row(entry(turn=2))) + "\n", encoding="utf-8")  # a pass still running here
+
+    written: list[object] = []
+    assert spool.replay(lambda rows: written.extend(rows) or len(rows)) == 1
+    assert [r["values"]["turn"] for r in written] == [1]  # type: ignore[index]
+    assert alive.exists()

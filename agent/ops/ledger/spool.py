@@ -1,17 +1,17 @@
-"""Entries a conversation could not write before it ended, kept on the host until a later writer writes them.
+"""The host's ledger spool: entries on disk between a conversation and the store.
 
-Why: the ledger's writer retries while its store is down, but a conversation ends when its person leaves, and a
-PostgreSQL restart of a minute outlives many conversations. Before this, each dropped what it still held
-("unflushed at close"): searches the page had shown were missing from the ledger (found by bench/soak.py). Now
-the writer hands them to this spool at close, and every writer that opens the store writes what the spool
-holds, then removes it. The store ignores an entry it already has (by `entry_id`), so a spool file written
-twice (two writers, or a crash between writing and removing) keeps one row per entry.
+Why: a conversation must never wait for the ledger's store, and the store can be down longer than a conversation
+lasts (a PostgreSQL restart of a minute outlives many). Each conversation puts its entries here (`SpoolSink`, one
+fsynced file per batch), and the worker process's shipper writes the files to the store, then removes them; a
+writer given the store itself leaves here what the store did not take by its close. The store ignores an entry it
+already has (by `entry_id`), so a file written twice (two writers, or a crash between writing and removing) keeps
+one row per entry.
 
 What is kept is the stored form only (`stored_row`: the question redacted with its keyed digest, excerpts as
 shown redacted, with their sha256), never a conversation's text in clear, in owner-only files (0600) in an
-owner-only folder (0700), one file per conversation that ended with entries unwritten. A file is claimed by
-renaming it before it is written, so two writers on one host do not both send the same file; a claim older
-than `stale_claim_s` (its writer died) is taken over.
+owner-only folder (0700), one file per batch a conversation wrote. A file is claimed by renaming it before it is
+written, so two writers on one host do not both send the same file; a claim whose process is gone, or older than
+`stale_claim_s`, is taken over.
 """
 
 from __future__ import annotations
@@ -36,6 +36,22 @@ logger = logging.getLogger("lexvoz.ledger")
 SUFFIX = ".jsonl"
 CLAIMED = ".claimed"
 REJECTED = ".rejected"
+
+
+def _claimant_alive(claimed: Path) -> bool:
+    """Whether the process named in a claim (`STEM.PID.jsonl.claimed`) still runs on this host. A worker killed in
+    the middle of a pass left its claim behind; the next worker takes it at once instead of after `stale_claim_s`.
+    Unsure (a name that is not ours, a process of another user) counts as alive."""
+    parts = claimed.name.split(".")
+    if len(parts) < 4 or not parts[1].isdigit():
+        return True
+    try:
+        os.kill(int(parts[1]), 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    return True
 
 
 class LedgerSpool:
@@ -83,7 +99,7 @@ class LedgerSpool:
                 found.append(path)
             elif path.name.endswith(CLAIMED):
                 with contextlib.suppress(FileNotFoundError):
-                    if now - path.stat().st_mtime > self.stale_claim_s:
+                    if now - path.stat().st_mtime > self.stale_claim_s or not _claimant_alive(path):
                         found.append(path)
         return found
 
