@@ -14,7 +14,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import aiohttp
 from livekit import rtc
@@ -30,6 +30,9 @@ from agent.voice.conversation import Conversation, shared_gateway, start_convers
 from agent.voice.model_link import install_framework_noise_filter
 from agent.voice.observers import citation_ledger_observer, ledger_observer
 from agent.waiting_rooms import Offered, WaitingRooms
+
+if TYPE_CHECKING:  # imported at run time by the worker process only (SQLAlchemy)
+    from agent.ops.ledger.shipper import SpoolShipper
 
 logger = logging.getLogger("lexvoz.worker")
 
@@ -232,7 +235,7 @@ def _pass_done(task: asyncio.Task[Offered]) -> None:
         logger.warning("rooms left waiting not checked: %s", type(exc).__name__)
 
 
-_shippers: list[Any] = []
+_shippers: list[SpoolShipper] = []
 
 
 @server.on("worker_started")

@@ -148,6 +148,27 @@ async def test_every_registration_starts_one_pass_over_the_rooms_left_waiting(wo
     assert "rooms left waiting not checked: ValueError" in caplog.text
 
 
+async def test_the_worker_process_ships_the_ledger_spool_once_and_not_with_the_ledger_off(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("LEXVOZ_REHEARSAL", "1")
+    monkeypatch.setenv("LEXVOZ_LEDGER_PATH", str(tmp_path / "ledger.sqlite3"))
+    for ledger, shippers in (("on", 1), ("off", 0)):
+        monkeypatch.setenv("LEXVOZ_LEDGER", ledger)
+        get_settings.cache_clear()
+        import agent.worker as module
+
+        module = importlib.reload(module)
+        module.server.emit("worker_started")
+        module.server.emit("worker_started")  # one shipper per worker process, whatever is emitted again
+        try:
+            assert len(module._shippers) == shippers
+        finally:
+            for shipper in module._shippers:
+                await shipper.close()
+    get_settings.cache_clear()
+
+
 async def test_the_entrypoint_is_run_job_and_nothing_else(worker) -> None:
     """The test below drives `run_job`; it only proves the production wiring if the entrypoint is that call."""
     source = inspect.getsource(worker.entrypoint)
