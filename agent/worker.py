@@ -29,6 +29,7 @@ from agent.settings import Settings, SettingsError, get_settings
 from agent.voice.conversation import Conversation, shared_gateway, start_conversation
 from agent.voice.model_link import install_framework_noise_filter
 from agent.voice.observers import citation_ledger_observer, ledger_observer
+from agent.voice.page_hello import PageHello
 from agent.waiting_rooms import Offered, WaitingRooms
 
 if TYPE_CHECKING:  # imported at run time by the worker process only (SQLAlchemy)
@@ -316,10 +317,12 @@ async def run_job(
         end_job_observability(provider, job_settings)
 
     ctx.add_shutdown_callback(_shutdown)
+    page = PageHello(ctx.room)  # before joining: the page greets a new agent as soon as it sees it
     await ctx.connect()
     if agent_already_in(ctx.room) is not None:
         logger.warning("room %s already has an agent: this job ends", ctx.room.name)
         ctx.shutdown(reason="another agent already serves the room")
+        page.close()
         return None
     # When the session closes (the user left, or the voice model failed and the room was told), end the
     # job too instead of idling in the room until livekit-server times the agent out.
@@ -332,6 +335,7 @@ async def run_job(
             ledger_observer(ledger, room=ctx.room.name, session_id=ctx.job.id, server=lambda: gateway.server_info)
         ],
         citation_observers=[citation_ledger_observer(ledger, room=ctx.room.name, session_id=ctx.job.id)],
+        page=page,
         http_session=http_session,
         on_end=lambda reason: ctx.shutdown(reason=reason),
     )

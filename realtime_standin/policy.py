@@ -10,6 +10,7 @@ tests can assert on it, and it never invents legal content.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -25,6 +26,10 @@ FAILED_REPLY = "Modo de ensayo. La búsqueda no se pudo completar, así que no t
 DISCARDED_REPLY = "Modo de ensayo. La búsqueda se descartó, así que no tengo fuentes que citar."
 
 DEFAULT_TOOL_NAME = "search_panama_law"
+# A response's own instructions asking for a line word for word ("Di exactamente ...: "<line>"", "Say exactly:
+# "<line>""), which an instruction-following model says as given. The stand-in cannot follow free instructions,
+# but it can follow this one, so a client's fixed line sounds as long as it would with the real model.
+VERBATIM = re.compile(r"\b(?:di|dí|say)\s+exact(?:amente|ly)\b[^\"«]*[\"«]([^\"»]{1,500})[\"»]", re.IGNORECASE)
 DEFAULT_FALLBACK_TRANSCRIPT = "¿Qué dice la Constitución sobre la libertad de expresión?"
 
 
@@ -123,6 +128,9 @@ class LegalResearchPolicy:
         self._scripted.append(call)
 
     def decide(self, ctx: PolicyContext) -> Plan:
+        line = verbatim_line(ctx.response_params.get("instructions"))
+        if line is not None:
+            return SpeakPlan(line)
         relevant = [
             i
             for i in ctx.items
@@ -158,6 +166,14 @@ class LegalResearchPolicy:
         if ctx.tool_choice == "none":
             return False
         return any(isinstance(t, dict) and t.get("name") == self.tool_name for t in ctx.tools)
+
+
+def verbatim_line(instructions: Any) -> str | None:
+    """The line a response's instructions ask to be said word for word, if they ask for one."""
+    if not isinstance(instructions, str):
+        return None
+    match = VERBATIM.search(instructions)
+    return match.group(1).strip() if match else None
 
 
 def render_sources(output: Any) -> str:

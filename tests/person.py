@@ -34,6 +34,7 @@ T = TypeVar("T")
 
 RESEARCH_TOPIC = "lexvoz.research"
 CHAT_TOPIC = "lk.chat"
+PAGE_TOPIC = "lexvoz.page"
 TRANSCRIPTION_TOPIC = "lk.transcription"
 AGENT_STATE_ATTRIBUTE = "lk.agent.state"
 MODEL_ATTRIBUTE = "lexvoz.model"
@@ -151,6 +152,8 @@ class Person:
     agent_identity: str | None = None
     agent_left: bool = False
     greeted: bool = False
+    spoken_to: bool = False  # an agent has spoken to this person in this room (the page's hello says so)
+    heard: list[tuple[str, str]] = field(default_factory=list)  # (agent identity, line) of every finished agent line
     agent_joined_at: float = 0.0  # when the current agent joined (monotonic)
     mic_subscribed: bool = False
     lexvoz: bool = True  # False: the agent is the bare baseline (no Lexvoz attributes, no evidence)
@@ -248,11 +251,21 @@ class Person:
                 self.greeted = False
                 self.heartbeat_at = None
                 self.agent_joined_at = time.monotonic()
+                self._track(asyncio.create_task(self._say_hello(participant.identity)))
             self.agent_identity = participant.identity
             self.agent_left = False
             if HEARTBEAT_ATTRIBUTE in participant.attributes and self.heartbeat_at is None:
                 self._heartbeat_arrived()
         self._poke()
+
+    async def _say_hello(self, identity: str) -> None:
+        """What the page does when an agent joins (web/src/pageHello.ts): tell it whether an agent has already
+        spoken to this person in this room, so a replacement does not greet them again."""
+        hello = json.dumps({"v": 1, "type": "hello", "resumed": self.spoken_to}).encode()
+        with contextlib.suppress(Exception):  # as on the page: without a hello the agent greets in full
+            await self.room.local_participant.publish_data(
+                hello, reliable=True, topic=PAGE_TOPIC, destination_identities=[identity]
+            )
 
     def _heartbeat_arrived(self) -> None:
         """A new sign of life: the agent counts as lost HEARTBEAT_LOST_S from now unless another arrives. The
@@ -298,7 +311,8 @@ class Person:
             except rtc.data_stream.StreamError:  # the room closed mid-stream
                 return
             if identity == self.agent_identity and text:
-                self.greeted = True
+                self.greeted = self.spoken_to = True
+                self.heard.append((identity, text))
             self._poke()
 
         self._track(asyncio.create_task(read()))

@@ -15,6 +15,7 @@ from typing import Any
 
 import aiohttp
 import pytest
+from livekit import rtc
 from livekit.agents import ChatMessage, ConversationItemAddedEvent
 from livekit.agents.voice.events import FunctionToolsExecutedEvent
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -24,8 +25,10 @@ from agent.mcp.gateway import GatewayOptions, McpGateway
 from agent.ops.telemetry import setup_tracing
 from agent.settings import Settings
 from agent.voice import speech
+from agent.voice.assistant import RESUME_LINE
 from agent.voice.conversation import build_conversation
 from agent.voice.lost_replies import REANSWER, REHEAR
+from agent.voice.page_hello import PageHello
 from agent.voice.research import DISCARDED_OUTPUT
 from realtime_standin import GREETING, RealtimeStandIn
 from realtime_standin.fault_control import drop_connections
@@ -53,11 +56,20 @@ def conversation_settings(standin: RealtimeStandIn) -> Settings:
 class Rig:
     """`build_conversation` (the worker's own wiring) joined to a mocked room inside a fake job."""
 
-    def __init__(self, url: str, standin: RealtimeStandIn, http: aiohttp.ClientSession, *, greet: bool) -> None:
+    def __init__(
+        self, url: str, standin: RealtimeStandIn, http: aiohttp.ClientSession, *, greet: bool, page: bool = False
+    ) -> None:
         self.gateway = McpGateway(GatewayOptions(url=url, call_timeout_s=8, connect_timeout_s=2, retry_delay_s=0.01))
         self.room = mocked_room()
+        # As the worker does: listening for the page's hello from before the agent is in the room.
+        self.page = PageHello(self.room) if page else None
         self.conversation = build_conversation(
-            self.room, conversation_settings(standin), gateway=self.gateway, greet=greet, http_session=http
+            self.room,
+            conversation_settings(standin),
+            gateway=self.gateway,
+            greet=greet,
+            page=self.page,
+            http_session=http,
         )
         self.research = self.conversation.research
         self.agent = self.conversation.agent
@@ -180,6 +192,45 @@ async def test_greeting_works_while_the_mcp_server_is_down(
         response = await standin.wait_for_server_event("response.done", timeout=10)
         assert response["response"]["status"] == "completed"
     assert rig.messages == []
+
+
+def _page_says(rig: Rig, resumed: bool, *, sender_kind: int = rtc.ParticipantKind.PARTICIPANT_KIND_STANDARD) -> None:
+    """The page's hello as the room delivers it (`data_received`, topic `lexvoz.page`)."""
+    listener = next(c.args[1] for c in rig.room.on.call_args_list if c.args[0] == "data_received")
+    person = rig.room.remote_participants[USER_IDENTITY]
+    person.kind = sender_kind
+    payload = json.dumps({"v": 1, "type": "hello", "resumed": resumed}).encode()
+    listener(
+        rtc.DataPacket(data=payload, kind=rtc.DataPacketKind.KIND_RELIABLE, participant=person, topic="lexvoz.page")
+    )
+
+
+@pytest.mark.parametrize(("resumed", "heard"), [(True, RESUME_LINE), (False, GREETING)])
+async def test_the_opening_line_is_the_short_one_for_a_person_greeted_before_in_this_room(
+    standin: RealtimeStandIn, http: aiohttp.ClientSession, resumed: bool, heard: str
+) -> None:
+    """A new agent in a room whose person was already greeted there (livekit-server restarted, a worker died, the
+    tab was reloaded) says one short line, not the introduction and disclaimer again: the page says so in its
+    hello. The line is the agent's own, word for word, through the real plugin."""
+    dead = FakeMcpServer()  # the opening needs no search
+    async with Rig(dead.url, standin, http, greet=True, page=True) as rig:
+        _page_says(rig, resumed)
+        done = await standin.wait_for_server_event("response.output_audio_transcript.done", timeout=10)
+        assert done["transcript"] == heard
+        await asyncio.sleep(0.3)
+        assert standin.response_create_count == 1  # one opening, not both
+
+
+async def test_without_the_pages_hello_the_person_is_greeted_after_a_bounded_wait(
+    standin: RealtimeStandIn, http: aiohttp.ClientSession
+) -> None:
+    """A page that sends no hello (an older page, another client) and a hello from another agent both mean the
+    greeting: only the person's own page can spare it."""
+    dead = FakeMcpServer()
+    async with Rig(dead.url, standin, http, greet=True, page=True) as rig:
+        _page_says(rig, True, sender_kind=rtc.ParticipantKind.PARTICIPANT_KIND_AGENT)
+        done = await standin.wait_for_server_event("response.output_audio_transcript.done", timeout=10)
+        assert done["transcript"] == GREETING
 
 
 async def test_a_greeting_whose_request_the_models_link_lost_is_asked_for_again(

@@ -93,7 +93,7 @@ async def settle() -> None:
 
 async def test_a_cut_greeting_is_asked_again_once_its_half_has_played() -> None:
     session, lost, link = rig()
-    lost.greet()
+    lost.greet(GREETING)
     link.response()  # the greeting begins
     session.current_speech = speech = PlayingSpeech()
     link.reconnected()  # and is cut
@@ -102,6 +102,17 @@ async def test_a_cut_greeting_is_asked_again_once_its_half_has_played() -> None:
     speech.finish()
     await settle()
     assert session.asked == [GREETING, GREETING]
+
+
+async def test_a_cut_opening_line_is_asked_again_with_the_instructions_it_was_given() -> None:
+    """A person greeted before hears the agent's short line instead of the greeting (agent/voice/page_hello.py);
+    cut by the link, that line is asked for again, not the whole greeting."""
+    session, lost, link = rig(greeting=None)
+    lost.greet("RESUME")
+    link.response()
+    link.reconnected()
+    await settle()
+    assert session.asked == ["RESUME", "RESUME"]
 
 
 async def test_a_cut_answer_is_asked_again_with_the_apology() -> None:

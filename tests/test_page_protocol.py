@@ -1,8 +1,8 @@
 """The page's copy of the page protocol matches the worker's: topics, versions, message types, reasons, limits.
 
 The page is TypeScript and cannot import the Python vocabulary, so this test reads `web/src/research.ts` and
-`web/src/speech.ts` and fails when either side changes alone (the page once lacked the `contract` reason and
-showed a generic line).
+`web/src/speech.ts` (and, for the one message the page sends, `web/src/pageHello.ts`) and fails when either side
+changes alone (the page once lacked the `contract` reason and showed a generic line).
 """
 
 from __future__ import annotations
@@ -14,12 +14,13 @@ from typing import get_args
 from pydantic.fields import FieldInfo
 
 from agent import contract
-from agent.voice import citations, evidence, speech
+from agent.voice import citations, evidence, page_hello, speech
 
 PAGE = Path("web/src/research.ts")
 CITATIONS_PAGE = Path("web/src/citations.ts")
 SPEECH_PAGE = Path("web/src/speech.ts")
 AGENT_MESSAGE_PAGE = Path("web/src/agentMessage.ts")
+HELLO_PAGE = Path("web/src/pageHello.ts")
 
 
 def _page(page: Path = PAGE) -> str:
@@ -145,3 +146,17 @@ def test_citation_norm_keys_are_the_ones_the_worker_writes() -> None:
     assert key is not None
     assert re.fullmatch(law.group(1), key)
     assert re.fullmatch(law.group(1), citations.CONSTITUTION) is None
+
+
+def test_the_pages_hello_is_the_message_the_agent_reads() -> None:
+    """The one message the page sends the agent: its topic and fields, each side's own copy."""
+    assert _constant("PAGE_TOPIC", HELLO_PAGE) == page_hello.TOPIC
+    block = re.search(r"export interface PageHello \{(.*?)\}", _page(HELLO_PAGE), re.S)
+    assert block
+    page_fields = dict(re.findall(r"^\s*(\w+): ([^;]+);", block.group(1), re.M))
+    assert set(page_fields) == set(page_hello.Hello.model_fields)
+    assert page_fields["v"] == str(get_args(page_hello.Hello.model_fields["v"].annotation)[0])
+    assert page_fields["type"] == f"'{get_args(page_hello.Hello.model_fields['type'].annotation)[0]}'"
+    assert page_fields["resumed"] == "boolean"
+    # what the page writes stays far under the agent's limit
+    assert len(b'{"v":1,"type":"hello","resumed":false}') * 4 < page_hello.MAX_HELLO_BYTES

@@ -17,6 +17,7 @@ from livekit.agents.voice.room_io.types import TextInputCallback
 
 from agent.contract import INPUT_SCHEMA, TOOL_NAME
 from agent.voice.lost_replies import LostReplies
+from agent.voice.page_hello import PageHello
 from agent.voice.research import ResearchSession, ToolFailure
 from agent.voice.spoken import correction_instructions
 
@@ -48,6 +49,11 @@ GREETING = (
     "di que tus respuestas son orientación y no asesoría legal, y pregunta qué quiere consultar."
 )
 
+# What a person already greeted in this room hears from a new agent (agent/voice/page_hello.py): that it is back,
+# and that it does not have what was said before, so the person asks again in full. Said word for word, short.
+RESUME_LINE = "Ya volví, pero sin lo que hablamos. ¿Qué quiere consultar?"
+RESUME = f'Di exactamente esta frase, sin añadir nada: "{RESUME_LINE}"'
+
 TOOL_DESCRIPTION = (
     "Busca en fuentes de derecho panameño (por defecto, la Constitución Política de la República de Panamá) "
     "y devuelve hasta 3 fuentes con título, cita y extracto. Úsala antes de responder sobre derecho panameño. "
@@ -65,17 +71,18 @@ DROPPED_CALL_GRACE_S = 1.0
 class LexvozAgent(Agent):
     """Speaks through the realtime model; researches only through its ResearchSession."""
 
-    def __init__(self, research: ResearchSession, *, greet: bool = True) -> None:
+    def __init__(self, research: ResearchSession, *, greet: bool = True, page: PageHello | None = None) -> None:
         super().__init__(instructions=INSTRUCTIONS)
         self.research = research
         self._greet = greet
+        self._page = page  # None: no page to ask (tests, tools); the greeting goes out at once
         self._background: set[asyncio.Task[None]] = set()
         self._correction: SpeechHandle | None = None
         self._lost_replies: LostReplies | None = None
         self.ended = False
 
     async def on_enter(self) -> None:
-        self._lost_replies = LostReplies(self.session, greeting=GREETING if self._greet else None)
+        self._lost_replies = LostReplies(self.session, greeting=None)
         try:
             rt = self.realtime_llm_session
         except RuntimeError:
@@ -83,7 +90,12 @@ class LexvozAgent(Agent):
         if rt is not None:
             rt.on("input_speech_started", self._on_speech_started)
             self._lost_replies.watch(rt)
-        self._lost_replies.greet()
+        if not self._greet:
+            return
+        resumed = self._page is not None and await self._page.resumed()
+        if self.ended or self._lost_replies.user_turns > 0:
+            return  # the person left, or spoke or typed first: that turn is answered instead
+        self._lost_replies.greet(RESUME if resumed else GREETING)
 
     async def on_exit(self) -> None:
         """The session is closing (the person left, the time limit, a failed model): from here on the

@@ -34,6 +34,7 @@ from agent.voice.heartbeat import Heartbeat
 from agent.voice.model_link import ModelFailure, ModelLink
 from agent.voice.observers import count_citation, count_tool_call
 from agent.voice.pacing import TranscriptPacer
+from agent.voice.page_hello import PageHello
 from agent.voice.research import ResearchSession, ToolEvent
 from agent.voice.speech import InterruptionNotifier
 from agent.voice.spoken import CitationEvent
@@ -244,9 +245,12 @@ def build_conversation(
     observers: list[Callable[[ToolEvent], None]] | None = None,
     citation_observers: list[Callable[[CitationEvent], None]] | None = None,
     greet: bool = True,
+    page: PageHello | None = None,
     http_session: aiohttp.ClientSession | None = None,
 ) -> Conversation:
-    """The one place the conversation is wired: model, research session, agent, observers, room options."""
+    """The one place the conversation is wired: model, research session, agent, observers, room options.
+
+    `page`: the page's hello, listened for since before the agent joined, to choose the opening line."""
     gw = gateway or shared_gateway(settings)
     research = ResearchSession(
         gw,
@@ -262,7 +266,7 @@ def build_conversation(
         if vad is not None
         else AgentSession(llm=model, vad=None, turn_handling=TurnHandlingOptions(turn_detection="realtime_llm"))
     )
-    agent = LexvozAgent(research, greet=greet)
+    agent = LexvozAgent(research, greet=greet, page=page)
     room_options = RoomOptions(
         text_input=TextInputOptions(text_input_cb=make_text_input_cb(agent)),
         text_output=TextOutputOptions(sync_transcription=settings.transcript_pacing == "framework"),
@@ -296,6 +300,7 @@ async def start_conversation(
     observers: list[Callable[[ToolEvent], None]] | None = None,
     citation_observers: list[Callable[[CitationEvent], None]] | None = None,
     greet: bool = True,
+    page: PageHello | None = None,
     http_session: aiohttp.ClientSession | None = None,
     on_end: Callable[[str], None] | None = None,
 ) -> Conversation:
@@ -307,6 +312,7 @@ async def start_conversation(
         observers=observers,
         citation_observers=citation_observers,
         greet=greet,
+        page=page,
         http_session=http_session,
     )
     await conversation.start(on_end=on_end)

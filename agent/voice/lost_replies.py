@@ -68,7 +68,7 @@ class LostReplies:
 
     def __init__(self, session: AgentSession[Any], *, greeting: str | None, attempts: int = REASK_ATTEMPTS) -> None:
         self._session = session
-        self._greeting = greeting  # None: this conversation is not greeted, so nothing is owed before a turn
+        self._greeting = greeting  # None: not greeted (yet), so nothing is owed before a turn
         self._attempts = attempts
         self._lost_in_a_row = 0
         self._completed = 0  # responses the model finished, to tell whether the conversation moved on after a loss
@@ -86,12 +86,19 @@ class LostReplies:
         rt_session.on("input_speech_started", self._on_input_speech_started)
         rt_session.on("input_speech_stopped", self._on_input_speech_stopped)
 
-    def greet(self) -> None:
-        if self._greeting is not None:
-            self._session.generate_reply(instructions=self._greeting)
+    def greet(self, instructions: str) -> None:
+        """Open the conversation with `instructions` (the greeting, or the line for a person greeted before); a
+        greeting lost to the link is asked for again with the same instructions."""
+        self._greeting = instructions
+        self._session.generate_reply(instructions=instructions)
 
     def user_took_turn(self) -> None:
         self._user_turns += 1
+
+    @property
+    def user_turns(self) -> int:
+        """Turns the person has begun (speaking or typing) in this conversation."""
+        return self._user_turns
 
     def close(self) -> None:
         self.ended = True

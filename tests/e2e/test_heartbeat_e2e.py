@@ -4,7 +4,8 @@ livekit-server keeps listing until its 15 s ping timeout, is replaced well befor
 The agent refreshes `lexvoz.heartbeat` every 3 s. The person here does what the page does: once no new value
 has arrived for 10 s (its own clock), it asks the page service for an agent naming the silent one; the service
 removes that participant (its sign of life is 10 s old by the service's clock too) and dispatches another, and
-the worker, which lost only that job process, sends a new agent.
+the worker, which lost only that job process, sends a new agent. The page tells the new agent that this person
+was already greeted here, and the new agent says so in one short line instead of greeting them again.
 """
 
 from __future__ import annotations
@@ -22,8 +23,10 @@ import aiohttp
 import pytest
 from livekit import api, rtc
 
+from agent.voice.assistant import RESUME_LINE
 from agent.voice.heartbeat import HEARTBEAT_ATTRIBUTE, HEARTBEAT_LOST_S
 from agent.web.dispatch import LiveKitRooms
+from realtime_standin import GREETING as STANDIN_GREETING
 from tests.e2e.conftest import E2EStack, livekit_rooms, running_stack
 from tests.person import Person
 
@@ -97,6 +100,10 @@ async def test_a_killed_job_process_agent_is_replaced_before_livekit_server_woul
 
             await person.wait_for(lambda: person.agent_identity != dead and not person.agent_left, "a new agent", 60)
             await person.wait_until_listening(60)
+            # The person was greeted by the first agent; the second one says it is back, not the whole greeting.
+            first, second = dead, person.agent_identity
+            assert [line for who, line in person.heard if who == first][:1] == [STANDIN_GREETING]
+            assert [line for who, line in person.heard if who == second] == [RESUME_LINE]
             _started, outcome = await person.ask(typed=e2e_stack.question, within=60, exclude=set())
             assert outcome.type == "completed" and outcome.body["sources"], outcome.body
         finally:

@@ -18,6 +18,7 @@ const h = vi.hoisted(() => ({
   send: vi.fn(async (_text: string) => undefined),
   renders: [] as { children?: import('react').ReactNode }[],
   dataHandlers: new Set<(...args: unknown[]) => void>(),
+  published: [] as { payload: Uint8Array; options: Record<string, unknown> }[],
 }));
 
 vi.mock('@livekit/components-react', async () => {
@@ -36,8 +37,14 @@ vi.mock('@livekit/components-react', async () => {
   });
 });
 
-/** The room as SessionView sees it: only its data packets matter here. */
+/** The room as SessionView sees it: its name, its data packets, and what the page publishes. */
 const room = {
+  name: 'sala-prueba',
+  localParticipant: {
+    publishData: async (payload: Uint8Array, options: Record<string, unknown>) => {
+      h.published.push({ payload, options });
+    },
+  },
   on: (event: string, handler: (...args: unknown[]) => void) => {
     if (event === RoomEvent.DataReceived) h.dataHandlers.add(handler);
     return room;
@@ -140,6 +147,19 @@ describe('SessionView: a line the agent reports as cut off', () => {
     expect(h.dataHandlers.size).toBe(1);
     unmount();
     expect(h.dataHandlers.size).toBe(0);
+  });
+});
+
+describe("SessionView: the page's hello to the agent", () => {
+  it('is sent once to the agent that joined, reliably on its topic, saying the person is new here', () => {
+    window.sessionStorage.clear();
+    h.published.length = 0;
+    const { rerender } = render(view());
+    rerender(view());
+    expect(h.published).toHaveLength(1);
+    const { payload, options } = h.published[0]!;
+    expect(JSON.parse(new TextDecoder().decode(payload))).toEqual({ v: 1, type: 'hello', resumed: false });
+    expect(options).toEqual({ reliable: true, topic: 'lexvoz.page', destinationIdentities: ['agente'] });
   });
 });
 

@@ -22,6 +22,7 @@ import { Conversation } from './Conversation';
 import { withModelLink } from './failures';
 import { HEARTBEAT_ATTRIBUTE, useAgentSilent } from './heartbeat';
 import { agentMode, displayAgentState, END_REASON_ATTRIBUTE, endReasonMessage, MODE_ATTRIBUTE, type AgentMode } from './labels';
+import { PAGE_TOPIC, usePageHello } from './pageHello';
 import { parseSpeechMessage, SPEECH_TOPIC } from './speech';
 import {
   buildTranscript,
@@ -126,6 +127,20 @@ export function SessionView({
 
   // The agent's state is an input: its newest line stops being "in progress" when it stops speaking.
   const lines = useMemo<TranscriptLine[]>(() => buildTranscript(rawLines(), rawState, cut), [rawLines, rawState, cut]);
+
+  // Each new agent is told whether one has already spoken to this person here, so it does not greet them again.
+  const sendHello = useCallback(
+    (payload: Uint8Array<ArrayBuffer>, identity: string) =>
+      room.localParticipant.publishData(payload, { reliable: true, topic: PAGE_TOPIC, destinationIdentities: [identity] }),
+    [room],
+  );
+  usePageHello({
+    room: room.name,
+    connected: roomUp,
+    agentIdentity: agent?.identity,
+    agentSpoke: lines.some((line) => line.speaker === 'agent'),
+    send: sendHello,
+  });
 
   // Read when a message arrives, so the handler below sees the lines of the latest render.
   const currentLines = useRef(rawLines);

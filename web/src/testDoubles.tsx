@@ -6,8 +6,13 @@
  */
 import type { ReactNode } from 'react';
 
-/** A room nobody sends data in: SessionView subscribes to it and hears nothing. */
-const quietRoom = { on: () => quietRoom, off: () => quietRoom };
+/** A room nobody sends data in: SessionView subscribes to it and hears nothing; what it publishes goes nowhere. */
+const quietRoom = {
+  name: 'sala',
+  on: () => quietRoom,
+  off: () => quietRoom,
+  localParticipant: { publishData: async () => undefined },
+};
 
 export function livekitComponentsDouble<P extends { children?: ReactNode }>(
   renders: P[],
