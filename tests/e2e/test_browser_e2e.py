@@ -558,3 +558,48 @@ def test_an_agent_lost_mid_conversation_is_replaced_without_greeting_the_person_
     assert any("artículo 7" in c for c in r["citations"]), why
     assert r["stateAfterStop"] == "inactivo", why
     assert r["pageErrors"] == [], why
+
+
+# --------------------------------------------------------------------------------------------------
+# livekit-server restarts mid-conversation: the page joins its room again, and is not greeted again
+
+LIVEKIT_DOWN_S = 2.0  # as the soak's fault: stopped (SIGTERM: it tells its participants), then started again
+REJOINING_MESSAGE = "Se perdió la conexión con el servidor de voz. Reconectando…"  # web/src/App.tsx
+
+
+def test_a_livekit_server_restart_mid_conversation_is_rejoined_without_a_new_start(
+    browser_stack: BrowserStack,
+) -> None:
+    """livekit-server stops under a greeted conversation and starts again 2 s later. livekit-client reports the
+    shutdown and does not reconnect by itself; the page says it is reconnecting, joins the same room with its
+    resume token once livekit-server answers, and the new agent (the token dispatches it when the room is made
+    again) says its short line, not the greeting. The person never presses Start, and is answered with sources."""
+    signal_file = browser_stack.base / "greeted-restart"
+    with browser_stack.worker("reinicio"), ThreadPoolExecutor(max_workers=1) as pool:
+        script = pool.submit(
+            run_script,
+            browser_stack,
+            "restart.mjs",
+            browser_stack.silent_wav,
+            {"LEXVOZ_E2E_SIGNAL_FILE": str(signal_file), "LEXVOZ_E2E_SERVED_WITHIN_MS": "90000"},
+        )
+        deadline = time.monotonic() + 120
+        while not signal_file.exists() and not script.done() and time.monotonic() < deadline:
+            time.sleep(0.2)  # the browser writes the file once the greeting shows
+        if signal_file.exists():
+            browser_stack.stack.stop_child("livekit-server")
+            time.sleep(LIVEKIT_DOWN_S)
+            browser_stack.stack._start_livekit()
+        run = script.result()
+
+    why = run.explain(browser_stack)
+    assert run.passed, why
+    r = run.result
+    assert r["greeting"] == STANDIN_GREETING, why
+    assert (r["noticeText"], r["noticeRole"]) == (REJOINING_MESSAGE, "status"), why
+    assert r["line"] == RESUME_LINE, why
+    assert not r["noticeAfter"], why
+    assert STANDIN_GREETING not in r["agentLinesAfter"], why
+    assert any("artículo 7" in c for c in r["citations"]), why
+    assert r["stateAfterStop"] == "inactivo", why
+    assert r["pageErrors"] == [], why

@@ -5,10 +5,18 @@
  * Each Start gets a brand-new Room and a generation number; anything that finishes late (the token
  * request, the microphone prompt) checks that its generation is still current before touching the room,
  * so Stop really ends the session.
+ *
+ * When livekit-server shuts down under a conversation (an upgrade, a restart: livekit-client reports
+ * SERVER_SHUTDOWN and does not reconnect by itself), the page joins the same room again on its own: it presents
+ * its resume token for a new join token, as a reload does, and retries until livekit-server answers or
+ * REJOIN_WITHIN_MS pass. The person reads that it is reconnecting instead of having to press Start, keeps the
+ * research panel, and the new agent, told by the page's hello that it already spoke to them (pageHello.ts), says
+ * one short line instead of the greeting.
  */
 import { LiveKitRoom } from '@livekit/components-react';
 import {
   ConnectionState,
+  DisconnectReason,
   ParticipantKind,
   Room,
   RoomEvent,
@@ -56,6 +64,14 @@ interface ActiveSession {
 }
 
 const CONNECT_TIMEOUT_MS = 30_000;
+// How long the page keeps trying to join its room again after livekit-server shut down under it, and how long it
+// waits between tries. A restart measured in the soak answered again within 3 s; an upgrade that pulls a new image
+// may take tens of seconds. Past this, the person is told the session ended, as before.
+export const REJOIN_WITHIN_MS = 60_000;
+export const REJOIN_PAUSE_MS = 1_000;
+export const REJOINING_MESSAGE = 'Se perdió la conexión con el servidor de voz. Reconectando…';
+const ENDED_MESSAGE = 'La sesión terminó. Pulse «Empezar» para iniciar otra.';
+const NO_SERVER_MESSAGE = 'No se pudo conectar con el servidor de voz. Compruebe que LiveKit está en marcha.';
 
 /** Feed `lexvoz.research` packets and text streams into the reducer, and the agent's leaving; returns the undo. */
 function attachResearch(room: Room, dispatch: (action: ResearchAction) => void): () => void {
@@ -108,6 +124,11 @@ export function App() {
   const [session, setSession] = useState<ActiveSession | null>(null);
   const [error, setError] = useState<string | null>(null);
   const [micError, setMicError] = useState<string | null>(null);
+  // Shown while the page joins its room again after livekit-server shut down (REJOINING_MESSAGE).
+  const [notice, setNotice] = useState<string | null>(null);
+  // Until when a failed connection is tried again rather than reported (null: not rejoining); kept past that
+  // moment until the session ends, so the person is then told the session ended, not that no server answers.
+  const rejoinUntil = useRef<number | null>(null);
   const [research, dispatch] = useReducer(researchReducer, initialResearchState);
   const generation = useRef(0);
   // The generation whose room reached "connected": tells "the session ended" from "it never started".
@@ -151,6 +172,8 @@ export function App() {
 
   const endSession = useCallback((room: Room | undefined) => {
     generation.current += 1;
+    rejoinUntil.current = null;
+    setNotice(null);
     detachResearch.current?.();
     detachResearch.current = null;
     dispatch({ type: 'sessionEnded' }); // detached: a search still running can never report its end
@@ -189,45 +212,80 @@ export function App() {
     [],
   );
 
+  // Join a room: a new session's (Start), or this tab's room again (its resume token) after livekit-server
+  // shut down. `retry` is what a failure does instead of being reported, while a rejoin may still try again.
+  const join = useCallback(
+    async (gen: number, retry: () => boolean) => {
+      // Ask for the microphone right away (still inside the click), in parallel with the token request.
+      const pendingMic = acquireMicrophone();
+      let info;
+      try {
+        info = await requestSession();
+      } catch (err) {
+        void pendingMic.then((r) => r.ok && r.track.stop());
+        if (generation.current === gen && !retry()) {
+          setNotice(null);
+          setError(err instanceof SessionRequestError ? err.message : 'No se pudo iniciar la sesión.');
+          setPhase('idle');
+        }
+        return;
+      }
+      if (generation.current !== gen) {
+        void pendingMic.then((r) => r.ok && r.track.stop());
+        return;
+      }
+      const room = new Room({ adaptiveStream: true, dynacast: true });
+      const detachResearchOnly = attachResearch(room, dispatch);
+      // The agent lost its voice model: say why, and give the Start button back.
+      const detachFailure = watchModelFailure(room, (message) => {
+        if (generation.current !== gen) return;
+        setError(message);
+        endSession(room);
+      });
+      detachResearch.current = () => {
+        detachResearchOnly();
+        detachFailure();
+      };
+      setSession({ generation: gen, room, url: info.url, token: info.token });
+      setPhase('active');
+      void publishMicrophone(room, gen, pendingMic);
+    },
+    [publishMicrophone, endSession],
+  );
+
   const start = useCallback(async () => {
     const gen = ++generation.current;
+    rejoinUntil.current = null;
+    setNotice(null);
     setPhase('starting');
     setError(null);
     setMicError(null);
     dispatch({ type: 'reset' });
-    // Ask for the microphone right away (still inside the click), in parallel with the token request.
-    const pendingMic = acquireMicrophone();
-    let info;
-    try {
-      info = await requestSession();
-    } catch (err) {
-      void pendingMic.then((r) => r.ok && r.track.stop());
-      if (generation.current === gen) {
-        setError(err instanceof SessionRequestError ? err.message : 'No se pudo iniciar la sesión.');
-        setPhase('idle');
-      }
-      return;
-    }
-    if (generation.current !== gen) {
-      void pendingMic.then((r) => r.ok && r.track.stop());
-      return;
-    }
-    const room = new Room({ adaptiveStream: true, dynacast: true });
-    const detachResearchOnly = attachResearch(room, dispatch);
-    // The agent lost its voice model: say why, and give the Start button back.
-    const detachFailure = watchModelFailure(room, (message) => {
-      if (generation.current !== gen) return;
-      setError(message);
-      endSession(room);
-    });
-    detachResearch.current = () => {
-      detachResearchOnly();
-      detachFailure();
-    };
-    setSession({ generation: gen, room, url: info.url, token: info.token });
-    setPhase('active');
-    void publishMicrophone(room, gen, pendingMic);
-  }, [publishMicrophone, endSession]);
+    await join(gen, () => false);
+  }, [join]);
+
+  // One more try at joining this tab's room, after a pause, while the rejoin window lasts. False once it is over.
+  const rejoin = useCallback(
+    (previous: Room): boolean => {
+      const until = rejoinUntil.current;
+      if (until === null || Date.now() >= until) return false;
+      const gen = ++generation.current;
+      detachResearch.current?.();
+      detachResearch.current = null;
+      dispatch({ type: 'agentGone' }); // its agent is gone with the old connection: no search of it can end now
+      for (const pub of previous.localParticipant.trackPublications.values()) pub.track?.stop();
+      void previous.disconnect(true);
+      setSession(null);
+      setPhase('starting');
+      setNotice(REJOINING_MESSAGE);
+      setTimeout(() => {
+        if (generation.current !== gen) return; // stopped meanwhile
+        void join(gen, () => rejoin(previous));
+      }, REJOIN_PAUSE_MS);
+      return true;
+    },
+    [join],
+  );
 
   const stop = useCallback(() => {
     forgetResume(); // ended on purpose: a reload starts a new conversation
@@ -245,29 +303,36 @@ export function App() {
     if (!session) return;
     connectedGeneration.current = session.generation;
     setConnectedSession(session.generation);
+    rejoinUntil.current = null; // back in the room
+    setNotice(null);
   }, [session]);
 
-  const onDisconnected = useCallback(() => {
-    if (session && generation.current === session.generation) {
-      setError(
-        connectedGeneration.current === session.generation
-          ? 'La sesión terminó. Pulse «Empezar» para iniciar otra.'
-          : 'No se pudo conectar con el servidor de voz. Compruebe que LiveKit está en marcha.',
-      );
+  const onDisconnected = useCallback(
+    (reason?: DisconnectReason) => {
+      if (!session || generation.current !== session.generation) return;
+      const wasConnected = connectedGeneration.current === session.generation;
+      if (wasConnected && reason === DisconnectReason.SERVER_SHUTDOWN) {
+        rejoinUntil.current = Date.now() + REJOIN_WITHIN_MS;
+        if (rejoin(session.room)) return;
+      }
+      if (!wasConnected && rejoin(session.room)) return; // livekit-server is not back yet
+      setError(wasConnected || rejoinUntil.current !== null ? ENDED_MESSAGE : NO_SERVER_MESSAGE);
       forgetResume(); // the conversation is over: the next Start opens a new one
       endSession(session.room);
-    }
-  }, [endSession, session]);
+    },
+    [endSession, rejoin, session],
+  );
 
   const onRoomError = useCallback(
     (err: Error) => {
       if (session && generation.current === session.generation) {
         console.warn('livekit error', err.message);
-        setError('No se pudo conectar con el servidor de voz. Compruebe que LiveKit está en marcha.');
+        if (rejoin(session.room)) return; // livekit-server is not back yet
+        setError(NO_SERVER_MESSAGE);
         endSession(session.room);
       }
     },
-    [endSession, session],
+    [endSession, rejoin, session],
   );
 
   return (
@@ -293,6 +358,11 @@ export function App() {
         {error && (
           <p className="error" data-testid="session-error" role="alert">
             {error}
+          </p>
+        )}
+        {notice && (
+          <p className="notice" data-testid="session-notice" role="status">
+            {notice}
           </p>
         )}
       </div>

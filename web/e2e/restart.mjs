@@ -1,0 +1,74 @@
+/**
+ * livekit-server restarts mid-conversation (an upgrade, a crash that its supervisor restarts): Start → the agent
+ * greets → the test restarts livekit-server → the page says it is reconnecting, joins the same room again by
+ * itself, and the new agent says its short line, not the greeting → a typed question gets sources → Stop.
+ *
+ * Env: see harness.mjs, plus LEXVOZ_E2E_SIGNAL_FILE: written once the greeting is on the page, which is when the
+ * test restarts livekit-server. LEXVOZ_E2E_SERVED_WITHIN_MS bounds the wait for the new agent's line after that.
+ */
+import { writeFileSync } from 'node:fs';
+
+import {
+  askByChat,
+  byTestId,
+  check,
+  readCards,
+  runScenario,
+  startSession,
+  stopSession,
+  transcriptLines,
+  waitForCompletedEntry,
+} from './harness.mjs';
+
+const QUESTION = '¿cuál es el idioma oficial de panamá?';
+const SIGNAL_FILE = process.env.LEXVOZ_E2E_SIGNAL_FILE;
+const SERVED_WITHIN_MS = Number(process.env.LEXVOZ_E2E_SERVED_WITHIN_MS || 90_000);
+
+const agentLines = async (page) =>
+  (await transcriptLines(page)).filter((l) => l.speaker === 'agent' && !l.interim).map((l) => l.text.trim());
+
+await runScenario('browser-e2e-restart', async (page, config) => {
+  check(Boolean(SIGNAL_FILE), 'LEXVOZ_E2E_SIGNAL_FILE is not set');
+  const started = await startSession(page, config);
+  const deadline = Date.now() + config.timeoutMs;
+  let greeting;
+  while (!(greeting = (await agentLines(page))[0])) {
+    check(Date.now() < deadline, 'no greeting on the page');
+    await page.waitForTimeout(200);
+  }
+  writeFileSync(SIGNAL_FILE, 'greeted\n');
+  const signalledAt = Date.now();
+
+  // What the person reads while the page joins again (the room's transcript starts afresh with the new room).
+  const notice = byTestId(page, 'session-notice');
+  await notice.waitFor({ state: 'visible', timeout: 15_000 });
+  const noticeText = ((await notice.textContent()) ?? '').trim();
+  const noticeRole = await notice.getAttribute('role');
+  let line;
+  while (!(line = (await agentLines(page))[0])) {
+    const error = byTestId(page, 'session-error');
+    if (await error.isVisible()) check(false, `the page gave up: ${await error.textContent()}`);
+    check(Date.now() - signalledAt < SERVED_WITHIN_MS, `no agent line within ${SERVED_WITHIN_MS} ms of the restart`);
+    await page.waitForTimeout(200);
+  }
+  const resumedAfterMs = Date.now() - signalledAt;
+  const noticeAfter = await notice.isVisible();
+
+  await askByChat(page, QUESTION);
+  const entry = await waitForCompletedEntry(page, QUESTION, config.timeoutMs);
+  const cards = await readCards(entry);
+  const linesAfter = await agentLines(page);
+  const stateAfterStop = await stopSession(page);
+  return {
+    attempts: started.attempts,
+    greeting,
+    noticeText,
+    noticeRole,
+    line,
+    resumedAfterMs,
+    noticeAfter,
+    agentLinesAfter: linesAfter,
+    citations: cards.map((c) => c.citation),
+    stateAfterStop,
+  };
+});

@@ -1,0 +1,213 @@
+/**
+ * App when livekit-server shuts down under a conversation (livekit-client reports SERVER_SHUTDOWN): the page
+ * joins the same room again by itself, with its resume token, says so as a status while it does, retries while
+ * livekit-server is not back, keeps the research panel, and tells the person the session ended only when the
+ * window passes or the room went away for another reason.
+ *
+ * Mocked at the module boundaries only, as in App.agentWait.test.tsx: `acquireMicrophone`, `fetch`,
+ * livekit-client's `Room` and @livekit/components-react.
+ */
+import { act, cleanup, fireEvent, render, screen } from '@testing-library/react';
+import type { ReactNode } from 'react';
+import { DisconnectReason } from 'livekit-client';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+
+import { App, REJOIN_PAUSE_MS, REJOIN_WITHIN_MS, REJOINING_MESSAGE } from './App';
+
+interface LiveKitRoomProps {
+  token?: string;
+  onConnected?: () => void;
+  onDisconnected?: (reason?: number) => void;
+  onError?: (error: Error) => void;
+  children?: ReactNode;
+}
+
+interface AgentView {
+  agent: object | undefined;
+  agentAttributes: Record<string, string>;
+  state?: string; // what the agent's `lk.agent.state` says while it is listed ('listening' when not given)
+}
+
+const h = vi.hoisted(() => ({
+  liveKitRoomRenders: [] as LiveKitRoomProps[],
+  view: { agent: undefined, agentAttributes: {} } as AgentView,
+  listeners: new Set<() => void>(),
+}));
+
+vi.mock('./session', async (importOriginal) => {
+  const actual = await importOriginal<typeof import('./session')>();
+  return { ...actual, acquireMicrophone: vi.fn(async () => ({ ok: false, message: 'sin micrófono' })) };
+});
+
+vi.mock('livekit-client', async (importOriginal) => {
+  const actual = await importOriginal<typeof import('livekit-client')>();
+  class Room {
+    state: string = actual.ConnectionState.Connected;
+    remoteParticipants = new Map();
+    localParticipant = { trackPublications: new Map(), publishTrack: vi.fn(async () => undefined) };
+    disconnect = vi.fn(async () => undefined);
+    on() {
+      return this;
+    }
+    off() {
+      return this;
+    }
+    registerTextStreamHandler() {}
+    unregisterTextStreamHandler() {}
+  }
+  return { ...actual, Room };
+});
+
+vi.mock('@livekit/components-react', async () => {
+  const { useSyncExternalStore } = await import('react');
+  const { livekitComponentsDouble } = await import('./testDoubles');
+  const subscribe = (fn: () => void) => {
+    h.listeners.add(fn);
+    return () => h.listeners.delete(fn);
+  };
+  return livekitComponentsDouble(h.liveKitRoomRenders, {
+    useVoiceAssistant: () => {
+      const view = useSyncExternalStore(subscribe, () => h.view);
+      const state = view.agent ? (view.state ?? 'listening') : 'connecting';
+      return { audioTrack: undefined, ...view, state };
+    },
+    useChat: () => ({ send: vi.fn(), chatMessages: [], isSending: false }),
+  });
+});
+
+const ENDED = 'La sesión terminó. Pulse «Empezar» para iniciar otra.';
+
+function json(status: number, body: unknown): Response {
+  return new Response(JSON.stringify(body), { status, headers: { 'Content-Type': 'application/json' } });
+}
+
+let sessions: number;
+let fetchMock: ReturnType<typeof vi.fn<(input: RequestInfo | URL, init?: RequestInit) => Promise<Response>>>;
+
+/** What POST /api/session was sent, in order: the resume token each time, if any. */
+function sessionRequests(): (string | undefined)[] {
+  return fetchMock.mock.calls
+    .filter(([url]) => url === '/api/session')
+    .map(([, init]) => (JSON.parse(String(init?.body ?? '{}')) as { resume?: string }).resume);
+}
+
+const lastRoom = () => h.liveKitRoomRenders.at(-1)!;
+
+async function settle() {
+  await act(async () => {
+    for (let i = 0; i < 5; i++) await Promise.resolve();
+  });
+}
+
+async function advance(ms: number) {
+  await act(async () => {
+    await vi.advanceTimersByTimeAsync(ms);
+  });
+}
+
+async function startAndConnect() {
+  render(<App />);
+  fireEvent.click(screen.getByTestId('start-button'));
+  await settle();
+  await act(async () => lastRoom().onConnected?.());
+}
+
+beforeEach(() => {
+  vi.useFakeTimers({ shouldAdvanceTime: true });
+  h.liveKitRoomRenders.length = 0;
+  window.sessionStorage.clear();
+  sessions = 0;
+  fetchMock = vi.fn(async (input: RequestInfo | URL) => {
+    if (input !== '/api/session') return json(404, {});
+    sessions += 1;
+    return json(200, { url: 'ws://127.0.0.1:7880', token: `tok-${sessions}`, room: 'sala', identity: 'usuario', resume: `res-${sessions}` });
+  });
+  vi.stubGlobal('fetch', fetchMock);
+});
+
+afterEach(() => {
+  cleanup();
+  vi.useRealTimers();
+  vi.unstubAllGlobals();
+});
+
+describe('App: livekit-server shuts down under a conversation', () => {
+  it('joins the same room again with its resume token, saying so meanwhile, and not that the session ended', async () => {
+    await startAndConnect();
+    expect(sessionRequests()).toEqual([undefined]);
+    await act(async () => lastRoom().onDisconnected?.(DisconnectReason.SERVER_SHUTDOWN));
+    expect(screen.getByTestId('session-notice').textContent).toBe(REJOINING_MESSAGE);
+    expect(screen.getByTestId('session-notice').getAttribute('role')).toBe('status');
+    expect(screen.queryByTestId('session-error')).toBeNull();
+    expect(screen.queryByTestId('start-button')).toBeNull(); // nothing for the person to press
+
+    await advance(REJOIN_PAUSE_MS);
+    await settle();
+    expect(sessionRequests()).toEqual([undefined, 'res-1']); // this tab's room, as after a reload
+    expect(lastRoom().token).toBe('tok-2');
+    await act(async () => lastRoom().onConnected?.());
+    expect(screen.queryByTestId('session-notice')).toBeNull();
+    expect(screen.queryByTestId('session-error')).toBeNull();
+    expect(screen.getByTestId('stop-button')).toBeTruthy();
+  });
+
+  it('tries again while livekit-server is not back, then stops once it is in the room', async () => {
+    await startAndConnect();
+    await act(async () => lastRoom().onDisconnected?.(DisconnectReason.SERVER_SHUTDOWN));
+    for (let attempt = 2; attempt <= 4; attempt++) {
+      await advance(REJOIN_PAUSE_MS);
+      await settle();
+      expect(lastRoom().token).toBe(`tok-${attempt}`);
+      // the connection is refused: livekit-server is still starting
+      await act(async () => lastRoom().onError?.(new Error('could not establish signal connection')));
+      expect(screen.getByTestId('session-notice').textContent).toBe(REJOINING_MESSAGE);
+      expect(screen.queryByTestId('session-error')).toBeNull();
+    }
+    await advance(REJOIN_PAUSE_MS);
+    await settle();
+    await act(async () => lastRoom().onConnected?.());
+    expect(screen.queryByTestId('session-notice')).toBeNull();
+    expect(sessionRequests()).toEqual([undefined, 'res-1', 'res-2', 'res-3', 'res-4']);
+  });
+
+  it('tells the person the session ended once the window passes without livekit-server', async () => {
+    await startAndConnect();
+    await act(async () => lastRoom().onDisconnected?.(DisconnectReason.SERVER_SHUTDOWN));
+    const deadline = Date.now() + REJOIN_WITHIN_MS;
+    while (Date.now() < deadline + 2 * REJOIN_PAUSE_MS && screen.queryByTestId('session-error') === null) {
+      await advance(REJOIN_PAUSE_MS);
+      await settle();
+      const room = lastRoom();
+      await act(async () => room.onDisconnected?.(DisconnectReason.UNKNOWN_REASON));
+    }
+    expect(screen.getByTestId('session-error').textContent).toBe(ENDED);
+    expect(screen.queryByTestId('session-notice')).toBeNull();
+    expect(screen.getByTestId('start-button')).toBeTruthy();
+    const tries = sessionRequests().length;
+    await advance(10 * REJOIN_PAUSE_MS);
+    expect(sessionRequests()).toHaveLength(tries); // and stops trying
+  });
+
+  it('does not rejoin a room it was removed from, or one that ended for any reason but a server shutdown', async () => {
+    for (const reason of [DisconnectReason.PARTICIPANT_REMOVED, DisconnectReason.ROOM_DELETED, DisconnectReason.CLIENT_INITIATED]) {
+      cleanup();
+      h.liveKitRoomRenders.length = 0;
+      await startAndConnect();
+      const before = sessionRequests().length;
+      await act(async () => lastRoom().onDisconnected?.(reason));
+      await advance(5 * REJOIN_PAUSE_MS);
+      expect(screen.getByTestId('session-error').textContent).toBe(ENDED);
+      expect(sessionRequests()).toHaveLength(before);
+    }
+  });
+
+  it('stops rejoining when the person presses Stop', async () => {
+    await startAndConnect();
+    await act(async () => lastRoom().onDisconnected?.(DisconnectReason.SERVER_SHUTDOWN));
+    fireEvent.click(screen.getByTestId('stop-button'));
+    await advance(5 * REJOIN_PAUSE_MS);
+    expect(sessionRequests()).toEqual([undefined]);
+    expect(screen.queryByTestId('session-notice')).toBeNull();
+    expect(screen.getByTestId('start-button')).toBeTruthy();
+  });
+});
