@@ -173,13 +173,24 @@ class Person:
         self.room.register_text_stream_handler(TRANSCRIPTION_TOPIC, self._on_transcription)
 
     @classmethod
-    async def from_page_service(cls, web_url: str, http: aiohttp.ClientSession, *, lexvoz: bool = True) -> Person:
-        """What the page does: `POST /api/session` for a fresh room and a token that dispatches the agent."""
-        async with http.post(f"{web_url.rstrip('/')}/api/session", timeout=aiohttp.ClientTimeout(total=15)) as resp:
+    async def from_page_service(
+        cls, web_url: str, http: aiohttp.ClientSession, *, lexvoz: bool = True, resume: str | None = None
+    ) -> Person:
+        """What the page does: `POST /api/session` for a fresh room and a token that dispatches the agent; with
+        `resume` (the service's resume token from the last answer), the same room again, as after a reload or
+        when livekit-server shut down under the page (web/src/App.tsx)."""
+        url = f"{web_url.rstrip('/')}/api/session"
+        body_out = {"resume": resume} if resume else {}
+        async with http.post(url, json=body_out, timeout=aiohttp.ClientTimeout(total=15)) as resp:
+            if resume and resp.status in (400, 401):  # as the page does: a refused resume token gets a fresh room
+                return await cls.from_page_service(web_url, http, lexvoz=lexvoz)
             if resp.status != 200:
                 raise RuntimeError(f"POST /api/session answered {resp.status}: {await resp.text()}")
             body = await resp.json()
-        return cls({k: str(body[k]) for k in ("url", "token", "room", "identity")}, lexvoz=lexvoz)
+        session = {k: str(body[k]) for k in ("url", "token", "room", "identity")}
+        if body.get("resume"):
+            session["resume"] = str(body["resume"])
+        return cls(session, lexvoz=lexvoz)
 
     @property
     def name(self) -> str:

@@ -12,6 +12,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import aiohttp
+from livekit import rtc
 
 from bench.soak.faults import Fault
 from bench.soak.figures import told_or_recovered
@@ -61,6 +62,31 @@ async def test_a_question_cut_off_by_a_lost_agent_is_asked_again_of_the_next_age
     assert [q.told or q.outcome for q in visit.questions] == ["agent_left", "completed"]
     assert page.agents_waited_for == 2  # the person waited for the next agent before asking again
     assert told_or_recovered(visit, [fault], STUCK_AFTER_S)
+
+
+async def test_a_question_cut_off_by_a_livekit_server_shutdown_is_asked_again_after_the_page_rejoins(
+    http: aiohttp.ClientSession,
+) -> None:
+    """livekit-server shut down while a question waited: the page joins its room again (web/src/App.tsx), so the
+    person asks again in the same visit rather than leaving, and the visit shows whether the page recovered."""
+    page = ScriptedPage(http, [(None, "rejoin"), ("completed", None)])
+    fault = Fault("livekit_restarted", injected_at=page.visit.opened_at, cleared_at=page.visit.opened_at + 3)
+    visit = await page.run(stop_at=time.monotonic() + 60)
+    assert [q.told or q.outcome for q in visit.questions] == ["rejoin", "completed"]
+    assert page.agents_waited_for == 2
+    assert told_or_recovered(visit, [fault], STUCK_AFTER_S)
+
+
+def test_only_a_server_shutdown_makes_the_page_rejoin(http: aiohttp.ClientSession) -> None:
+    """livekit-client gives up on SERVER_SHUTDOWN and the page joins again; any other end is the session's end."""
+    opts = PeopleOptions(web_url="http://127.0.0.1:1")
+    shut = Page(0, opts, http, random.Random(1))
+    shut._on_disconnected(rtc.DisconnectReason.SERVER_SHUTDOWN)
+    assert (shut.server_shut_down, shut.disconnected, shut.message()) == (True, False, None)
+    for reason in (rtc.DisconnectReason.PARTICIPANT_REMOVED, rtc.DisconnectReason.ROOM_DELETED, None):
+        ended = Page(0, opts, http, random.Random(1))
+        ended._on_disconnected(reason)
+        assert (ended.server_shut_down, ended.message()) == (False, "session_ended")
 
 
 async def test_a_question_the_page_ended_with_a_message_ends_the_visit(http: aiohttp.ClientSession) -> None:

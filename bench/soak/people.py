@@ -2,10 +2,11 @@
 
 Why it is written like the page and not like a test: what the soak must prove is that a person is never left
 waiting without being told. So each visit does what the page does (`POST /api/session`, join, ask the page
-service again for an agent while none is there, start over after the page said the session ended) and notes,
-with times, every moment it waited and what ended the wait: the thing it waited for, or a Spanish message
-the page would show (a `failed` research message, a failed voice model, the room gone). A wait of more than
-`stuck_after_s` that neither ended is a stuck page. Every wait is bounded.
+service again for an agent while none is there, join the same room again when livekit-server shut down, start
+over after the page said the session ended) and notes, with times, every moment it waited and what ended the
+wait: the thing it waited for, or a Spanish message the page would show (a `failed` research message, a failed
+voice model, the room gone, that it is reconnecting). A wait of more than `stuck_after_s` that neither ended is
+a stuck page. Every wait is bounded.
 """
 
 from __future__ import annotations
@@ -26,6 +27,10 @@ from tests.person import AGENT_STATE_ATTRIBUTE, CHAT_TOPIC, TERMINAL, Person, fi
 
 FAILURE_ATTRIBUTE = "lexvoz.failure"
 MAX_ASKED_AGAIN = 2  # per visit: a person repeats a question the agent did not take, but not forever
+# What the page does when livekit-server shuts down under it (web/src/App.tsx: REJOIN_WITHIN_MS, REJOIN_PAUSE_MS):
+# it joins the same room again with its resume token, once a second, for up to a minute.
+REJOIN_WITHIN_S = 60.0
+REJOIN_PAUSE_S = 1.0
 
 
 @dataclass
@@ -103,6 +108,8 @@ class Page:
         self.visit = Visit(index=index, opened_at=time.monotonic())
         self.person: Person | None = None
         self.disconnected = False
+        self.server_shut_down = False  # livekit-server said it is shutting down: the page joins its room again
+        self.stop_at = float("inf")  # when the soak ends (set by `run`)
         self._silent_noted: set[str] = set()  # agents the page judged lost by their silence
 
     # -- what the page would say ----------------------------------------------------------------
@@ -151,6 +158,9 @@ class Page:
             if check():
                 result["by"] = "ok"
                 return True
+            if self.server_shut_down:
+                result["by"] = "rejoin"
+                return True
             said = self._note_message()
             if said is not None:
                 result["by"] = said
@@ -191,10 +201,50 @@ class Page:
                 await asyncio.sleep(1)  # the person reads the message and presses Start again
         return False
 
-    def _on_disconnected(self, *_: object) -> None:
-        self.disconnected = True
+    def _on_disconnected(self, reason: object = None) -> None:
+        if reason == rtc.DisconnectReason.SERVER_SHUTDOWN:
+            self.server_shut_down = True  # the page says it is reconnecting and joins again (`rejoin`)
+        else:
+            self.disconnected = True
         if self.person is not None:
             self.person._poke()
+
+    async def rejoin(self, stop_at: float) -> bool:
+        """What the page does when livekit-server shuts down under it: say it is reconnecting, and join the same
+        room again with its resume token, once a second while livekit-server is not back (the page service answers
+        503 meanwhile), for up to REJOIN_WITHIN_S. The old room's searches that never ended went with it. False
+        when the page gave up (it then says the session ended) or the soak ended first."""
+        old = self.person
+        assert old is not None
+        self.visit.told.append((time.monotonic(), "rejoining"))  # «Se perdió la conexión… Reconectando…»
+        self._account(old, gone=True)
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(old.aclose(), 10)
+        self.person, self.server_shut_down = None, False
+        resume = old.session.get("resume")
+        until = min(stop_at, time.monotonic() + REJOIN_WITHIN_S)
+        while time.monotonic() < until:
+            await asyncio.sleep(REJOIN_PAUSE_S)
+            person: Person | None = None
+            try:
+                person = await Person.from_page_service(self.opts.web_url, self.http, resume=resume)
+                resume = person.session.get("resume")  # single-use: the page keeps the one each answer brings
+                # the page keeps it per room: the new agent hears it in the hello (a fresh room starts afresh)
+                person.spoken_to = old.spoken_to and person.name == old.name
+                person.room.on("disconnected", self._on_disconnected)
+                person.room.on("participant_disconnected", self._on_left)
+                self.person = person
+                await asyncio.wait_for(person.connect(), 20)
+                self.visit.room = person.name
+                return True
+            except (RuntimeError, aiohttp.ClientError, TimeoutError, rtc.ConnectError):
+                if person is not None:
+                    with contextlib.suppress(Exception):
+                        await asyncio.wait_for(person.aclose(), 10)
+                self.person = None
+        self.disconnected = True  # the page gives up and says the session ended
+        self.visit.told.append((time.monotonic(), "session_ended"))
+        return False
 
     def _on_left(self, participant: rtc.RemoteParticipant) -> None:
         person = self.person
@@ -221,7 +271,10 @@ class Page:
         return person.agent_lost
 
     async def agent_ready(self) -> str:
-        """Until an agent hears us and listens: the page asks again for one while none is in the room."""
+        """Until an agent hears us and listens: the page asks again for one while none is in the room, and joins
+        its room again when livekit-server shut down under it."""
+        if self.server_shut_down:
+            return await self.agent_ready() if await self.rejoin(self.stop_at) else "session_ended"
         person = self.person
         assert person is not None
         if not person.agent_identity or self._agent_lost():
@@ -234,11 +287,14 @@ class Page:
                 if said is None:
                     raise
                 return said
+            if self.server_shut_down:
+                self.visit.waits.append(Wait("agent", started, time.monotonic(), "rejoin"))
+                return await self.agent_ready()
             self.visit.waits.append(Wait("agent", started, time.monotonic(), "ok"))
         if person.agent_identity and person.agent_identity not in self.visit.agents:
             self.visit.agents.append(person.agent_identity)
         by = await self.wait("agent listening", person.listening)
-        return await self.agent_ready() if by == "agent_left" else by
+        return await self.agent_ready() if by in ("agent_left", "rejoin") else by
 
     async def wait_for_agent(self, within: float) -> None:
         """What the page does while no agent is in the room (docs/protocol.md, waiting for a free agent): after
@@ -255,9 +311,11 @@ class Page:
                 raise TimeoutError(f"room {person.name}: no agent within {within:.0f} s")
             with contextlib.suppress(TimeoutError):
                 await person.wait_for(
-                    lambda: person.agent_identity and not self._agent_lost(), "agent", min(pause, remaining)
+                    lambda: (person.agent_identity and not self._agent_lost()) or self.server_shut_down,
+                    "agent",
+                    min(pause, remaining),
                 )
-                return
+                return  # an agent came, or livekit-server shut down and the page joins the room again
             if self.message() is not None:
                 raise RuntimeError("the page said the session is over")
             headers = {"Authorization": f"Bearer {person.session['token']}"}
@@ -307,6 +365,7 @@ class Page:
         return question
 
     async def run(self, stop_at: float) -> Visit:
+        self.stop_at = stop_at
         try:
             if not await self.open(stop_at):
                 return self.visit
@@ -327,11 +386,11 @@ class Page:
                     # talks past questions shows as many repeats, and past MAX_ASKED_AGAIN the question counts.
                     self.visit.asked_again += 1
                     continue
-                if question.told == "agent_left":
-                    # The agent was lost before it answered (its worker died): the page asks for another, and the
-                    # person asks the new agent again. Counting this question would let the last one of a visit
-                    # end the visit here, at the loss, leaving the page's recovery unseen and the visit judged
-                    # neither told nor recovered.
+                if question.told in ("agent_left", "rejoin"):
+                    # The agent was lost before it answered (its worker died, or livekit-server shut down and the
+                    # page joined the room again): the page gets another, and the person asks the new agent again.
+                    # Counting this question would let the last one of a visit end the visit here, at the loss,
+                    # leaving the page's recovery unseen and the visit judged neither told nor recovered.
                     continue
                 asked += 1
                 if question.told is not None:
@@ -362,14 +421,19 @@ class Page:
         person = self.person
         if person is None:
             return
-        gone = set(self.visit_gone_calls())
+        self._account(person, gone=False)
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(person.aclose(), 10)
+
+    def _account(self, person: Person, *, gone: bool) -> None:
+        """What the page saw of one room's searches: each ended one, and each that never ended, as cut when its
+        agent or the room went away first (`gone`: the whole room did) and as lost otherwise."""
+        cut = {m.call_id for m in person.messages if m.type == "started"} if gone else set(self.visit_gone_calls())
         for message in person.messages:
             if message.type in TERMINAL:
                 self.visit.seen[message.call_id] = message.type
         for call_id in person.lost_evidence():
-            (self.visit.cut if call_id in gone else self.visit.lost).append(call_id)
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(person.aclose(), 10)
+            (self.visit.cut if call_id in cut else self.visit.lost).append(call_id)
 
     def visit_gone_calls(self) -> list[str]:
         """Calls started before their agent left or the room went away: nobody is left to end them."""
