@@ -36,7 +36,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-import psutil
 import pytest
 
 from agent.devstack.stack import Stack, StackOptions
@@ -506,61 +505,6 @@ def test_a_person_who_finds_every_agent_busy_is_told_and_then_served(browser_sta
 
 
 # --------------------------------------------------------------------------------------------------
-# an agent lost mid-conversation: the next one does not greet the person again
-
-RESUMED_WITHIN_MS = 90_000
-
-
-def _kill_job_processes(worker_pid: int) -> int:
-    """SIGKILL the worker's job processes (the forkserver's children), as an OOM kill would; the worker lives."""
-    killed = 0
-    for child in psutil.Process(worker_pid).children():
-        if "forkserver" not in " ".join(child.cmdline()):
-            continue
-        for job in child.children():
-            job.kill()
-            killed += 1
-    return killed
-
-
-def test_an_agent_lost_mid_conversation_is_replaced_without_greeting_the_person_again(
-    browser_stack: BrowserStack,
-) -> None:
-    """The process running the agent is killed after the greeting. The page sees the agent's sign of life stop,
-    asks for another agent and tells it, in its hello, that this person was already greeted here: the new agent
-    says its short line (back, without what was said before), not the greeting, and answers with sources."""
-    signal_file = browser_stack.base / "greeted"
-    with browser_stack.worker("reemplazo"), ThreadPoolExecutor(max_workers=1) as pool:
-        script = pool.submit(
-            run_script,
-            browser_stack,
-            "resume.mjs",
-            browser_stack.silent_wav,
-            {
-                "LEXVOZ_E2E_SIGNAL_FILE": str(signal_file),
-                "LEXVOZ_E2E_RESUME_LINE": RESUME_LINE,
-                "LEXVOZ_E2E_SERVED_WITHIN_MS": str(RESUMED_WITHIN_MS),
-            },
-        )
-        deadline = time.monotonic() + 120
-        while not signal_file.exists() and not script.done() and time.monotonic() < deadline:
-            time.sleep(0.2)  # the browser writes the file once the greeting shows; nothing to wake on here
-        killed = _kill_job_processes(browser_stack.stack.child("worker").proc.pid) if signal_file.exists() else 0
-        run = script.result()
-
-    why = run.explain(browser_stack)
-    assert killed == 1, f"{killed} job processes killed\n{why}"
-    assert run.passed, why
-    r = run.result
-    assert r["greeting"] == STANDIN_GREETING, why
-    assert r["secondLine"] == RESUME_LINE, why
-    assert r["agentLines"].count(STANDIN_GREETING) == 1, why
-    assert any("artículo 7" in c for c in r["citations"]), why
-    assert r["stateAfterStop"] == "inactivo", why
-    assert r["pageErrors"] == [], why
-
-
-# --------------------------------------------------------------------------------------------------
 # livekit-server restarts mid-conversation: the page joins its room again, and is not greeted again
 
 LIVEKIT_DOWN_S = 2.0  # as the soak's fault: stopped (SIGTERM: it tells its participants), then started again
@@ -573,7 +517,8 @@ def test_a_livekit_server_restart_mid_conversation_is_rejoined_without_a_new_sta
     """livekit-server stops under a greeted conversation and starts again 2 s later. livekit-client reports the
     shutdown and does not reconnect by itself; the page says it is reconnecting, joins the same room with its
     resume token once livekit-server answers, and the new agent (the token dispatches it when the room is made
-    again) says its short line, not the greeting. The person never presses Start, and is answered with sources."""
+    again) says its short line, not the greeting. The person never presses Start, and is answered with sources.
+    (An agent replaced in the same room, its process killed, is the same hello: tests/e2e/test_heartbeat_e2e.py.)"""
     signal_file = browser_stack.base / "greeted-restart"
     with browser_stack.worker("reinicio"), ThreadPoolExecutor(max_workers=1) as pool:
         script = pool.submit(
