@@ -51,21 +51,8 @@ vi.mock('./session', async (importOriginal) => {
 
 vi.mock('livekit-client', async (importOriginal) => {
   const actual = await importOriginal<typeof import('livekit-client')>();
-  class Room {
-    state: string = actual.ConnectionState.Connected;
-    remoteParticipants = new Map();
-    localParticipant = { trackPublications: new Map(), publishTrack: vi.fn(async () => undefined) };
-    disconnect = vi.fn(async () => undefined);
-    on() {
-      return this;
-    }
-    off() {
-      return this;
-    }
-    registerTextStreamHandler() {}
-    unregisterTextStreamHandler() {}
-  }
-  return { ...actual, Room };
+  const { connectedRoomClass } = await import('./testDoubles');
+  return { ...actual, Room: connectedRoomClass(actual, vi.fn) };
 });
 
 vi.mock('@livekit/components-react', async () => {

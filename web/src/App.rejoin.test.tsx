@@ -22,17 +22,7 @@ interface LiveKitRoomProps {
   children?: ReactNode;
 }
 
-interface AgentView {
-  agent: object | undefined;
-  agentAttributes: Record<string, string>;
-  state?: string; // what the agent's `lk.agent.state` says while it is listed ('listening' when not given)
-}
-
-const h = vi.hoisted(() => ({
-  liveKitRoomRenders: [] as LiveKitRoomProps[],
-  view: { agent: undefined, agentAttributes: {} } as AgentView,
-  listeners: new Set<() => void>(),
-}));
+const h = vi.hoisted(() => ({ liveKitRoomRenders: [] as LiveKitRoomProps[] }));
 
 vi.mock('./session', async (importOriginal) => {
   const actual = await importOriginal<typeof import('./session')>();
@@ -41,36 +31,15 @@ vi.mock('./session', async (importOriginal) => {
 
 vi.mock('livekit-client', async (importOriginal) => {
   const actual = await importOriginal<typeof import('livekit-client')>();
-  class Room {
-    state: string = actual.ConnectionState.Connected;
-    remoteParticipants = new Map();
-    localParticipant = { trackPublications: new Map(), publishTrack: vi.fn(async () => undefined) };
-    disconnect = vi.fn(async () => undefined);
-    on() {
-      return this;
-    }
-    off() {
-      return this;
-    }
-    registerTextStreamHandler() {}
-    unregisterTextStreamHandler() {}
-  }
-  return { ...actual, Room };
+  const { connectedRoomClass } = await import('./testDoubles');
+  return { ...actual, Room: connectedRoomClass(actual, vi.fn) };
 });
 
+// No agent ever joins: what is tested is the room's connection, not the conversation in it.
 vi.mock('@livekit/components-react', async () => {
-  const { useSyncExternalStore } = await import('react');
   const { livekitComponentsDouble } = await import('./testDoubles');
-  const subscribe = (fn: () => void) => {
-    h.listeners.add(fn);
-    return () => h.listeners.delete(fn);
-  };
   return livekitComponentsDouble(h.liveKitRoomRenders, {
-    useVoiceAssistant: () => {
-      const view = useSyncExternalStore(subscribe, () => h.view);
-      const state = view.agent ? (view.state ?? 'listening') : 'connecting';
-      return { audioTrack: undefined, ...view, state };
-    },
+    useVoiceAssistant: () => ({ state: 'connecting', agent: undefined, audioTrack: undefined, agentAttributes: {} }),
     useChat: () => ({ send: vi.fn(), chatMessages: [], isSending: false }),
   });
 });

@@ -34,3 +34,24 @@ export function livekitComponentsDouble<P extends { children?: ReactNode }>(
     ...hooks,
   };
 }
+
+/**
+ * livekit-client's Room for App-level tests, made from the real module (`actual`): connected from the start,
+ * quiet (it never emits), and recording nothing but what App calls on it.
+ */
+export function connectedRoomClass(actual: typeof import('livekit-client'), fn: typeof import('vitest').vi.fn) {
+  return class Room {
+    state: string = actual.ConnectionState.Connected;
+    remoteParticipants = new Map();
+    localParticipant = { trackPublications: new Map(), publishTrack: fn(async () => undefined) };
+    disconnect = fn(async () => undefined);
+    on() {
+      return this;
+    }
+    off() {
+      return this;
+    }
+    registerTextStreamHandler() {}
+    unregisterTextStreamHandler() {}
+  };
+}
