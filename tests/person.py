@@ -28,13 +28,13 @@ import aiohttp
 import numpy as np
 from livekit import rtc
 
+from agent.voice import page_hello
 from agent.voice.heartbeat import HEARTBEAT_ATTRIBUTE, HEARTBEAT_LOST_S
 
 T = TypeVar("T")
 
 RESEARCH_TOPIC = "lexvoz.research"
 CHAT_TOPIC = "lk.chat"
-PAGE_TOPIC = "lexvoz.page"
 TRANSCRIPTION_TOPIC = "lk.transcription"
 AGENT_STATE_ATTRIBUTE = "lk.agent.state"
 MODEL_ATTRIBUTE = "lexvoz.model"
@@ -272,10 +272,10 @@ class Person:
     async def _say_hello(self, identity: str) -> None:
         """What the page does when an agent joins (web/src/pageHello.ts): tell it whether an agent has already
         spoken to this person in this room, so a replacement does not greet them again."""
-        hello = json.dumps({"v": 1, "type": "hello", "resumed": self.spoken_to}).encode()
+        hello = page_hello.Hello(resumed=self.spoken_to).model_dump_json().encode()
         with contextlib.suppress(Exception):  # as on the page: without a hello the agent greets in full
             await self.room.local_participant.publish_data(
-                hello, reliable=True, topic=PAGE_TOPIC, destination_identities=[identity]
+                hello, reliable=True, topic=page_hello.TOPIC, destination_identities=[identity]
             )
 
     def _heartbeat_arrived(self) -> None:

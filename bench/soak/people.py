@@ -185,11 +185,7 @@ class Page:
         again a little later. False when the soak ended first."""
         while time.monotonic() < stop_at:
             try:
-                self.person = await Person.from_page_service(self.opts.web_url, self.http)
-                self.person.room.on("disconnected", self._on_disconnected)
-                self.person.room.on("participant_disconnected", self._on_left)
-                self.visit.room = self.person.name
-                await asyncio.wait_for(self.person.connect(), 20)
+                await self._join()
                 return True
             except (RuntimeError, aiohttp.ClientError, TimeoutError, rtc.ConnectError) as exc:
                 # the page shows the service's Spanish error, or «No se pudo conectar con el servidor de voz»
@@ -200,6 +196,17 @@ class Page:
                     self.person = None
                 await asyncio.sleep(1)  # the person reads the message and presses Start again
         return False
+
+    async def _join(self, resume: str | None = None, *, greeted_room: str | None = None) -> None:
+        """`POST /api/session` (with `resume`, this tab's room again) and join it, watching the room as the page
+        does. `greeted_room`: the room an agent already spoke to this person in (the page's hello says so there)."""
+        person = await Person.from_page_service(self.opts.web_url, self.http, resume=resume)
+        person.spoken_to = person.name == greeted_room
+        person.room.on("disconnected", self._on_disconnected)
+        person.room.on("participant_disconnected", self._on_left)
+        self.person = person
+        self.visit.room = person.name
+        await asyncio.wait_for(person.connect(), 20)
 
     def _on_disconnected(self, reason: object = None) -> None:
         if reason == rtc.DisconnectReason.SERVER_SHUTDOWN:
@@ -217,30 +224,24 @@ class Page:
         old = self.person
         assert old is not None
         self.visit.told.append((time.monotonic(), "rejoining"))  # «Se perdió la conexión… Reconectando…»
-        self._account(old, gone=True)
+        self._account(old, room_gone=True)
         with contextlib.suppress(Exception):
             await asyncio.wait_for(old.aclose(), 10)
         self.person, self.server_shut_down = None, False
         resume = old.session.get("resume")
+        # the page keeps it per room: the new agent hears it in the hello (a fresh room starts afresh)
+        greeted_room = old.name if old.spoken_to else None
         until = min(stop_at, time.monotonic() + REJOIN_WITHIN_S)
         while time.monotonic() < until:
             await asyncio.sleep(REJOIN_PAUSE_S)
-            person: Person | None = None
             try:
-                person = await Person.from_page_service(self.opts.web_url, self.http, resume=resume)
-                resume = person.session.get("resume")  # single-use: the page keeps the one each answer brings
-                # the page keeps it per room: the new agent hears it in the hello (a fresh room starts afresh)
-                person.spoken_to = old.spoken_to and person.name == old.name
-                person.room.on("disconnected", self._on_disconnected)
-                person.room.on("participant_disconnected", self._on_left)
-                self.person = person
-                await asyncio.wait_for(person.connect(), 20)
-                self.visit.room = person.name
+                await self._join(resume, greeted_room=greeted_room)
                 return True
             except (RuntimeError, aiohttp.ClientError, TimeoutError, rtc.ConnectError):
-                if person is not None:
+                if self.person is not None:
+                    resume = self.person.session.get("resume")  # single use: the page keeps each answer's new one
                     with contextlib.suppress(Exception):
-                        await asyncio.wait_for(person.aclose(), 10)
+                        await asyncio.wait_for(self.person.aclose(), 10)
                 self.person = None
         self.disconnected = True  # the page gives up and says the session ended
         self.visit.told.append((time.monotonic(), "session_ended"))
@@ -421,25 +422,23 @@ class Page:
         person = self.person
         if person is None:
             return
-        self._account(person, gone=False)
+        self._account(person, room_gone=self.disconnected)
         with contextlib.suppress(Exception):
             await asyncio.wait_for(person.aclose(), 10)
 
-    def _account(self, person: Person, *, gone: bool) -> None:
+    def _account(self, person: Person, *, room_gone: bool) -> None:
         """What the page saw of one room's searches: each ended one, and each that never ended, as cut when its
-        agent or the room went away first (`gone`: the whole room did) and as lost otherwise."""
-        cut = {m.call_id for m in person.messages if m.type == "started"} if gone else set(self.visit_gone_calls())
+        agent or the room went away first and as lost otherwise."""
+        cut = set(self.visit_gone_calls(person, room_gone=room_gone))
         for message in person.messages:
             if message.type in TERMINAL:
                 self.visit.seen[message.call_id] = message.type
         for call_id in person.lost_evidence():
             (self.visit.cut if call_id in cut else self.visit.lost).append(call_id)
 
-    def visit_gone_calls(self) -> list[str]:
+    def visit_gone_calls(self, person: Person, *, room_gone: bool) -> list[str]:
         """Calls started before their agent left or the room went away: nobody is left to end them."""
-        person = self.person
-        assert person is not None
-        if self.disconnected:
+        if room_gone:
             return [m.call_id for m in person.messages if m.type == "started"]
         if not self.visit.agent_left_at:
             return []

@@ -14,6 +14,8 @@
  */
 import { useEffect, useRef } from 'react';
 
+import { tabStorage } from './session';
+
 export const PAGE_TOPIC = 'lexvoz.page';
 const GREETED_STORAGE_KEY = 'lexvoz.greeted';
 
@@ -23,21 +25,13 @@ export interface PageHello {
   resumed: boolean;
 }
 
-function storage(): Storage | null {
-  try {
-    return typeof window !== 'undefined' ? window.sessionStorage : null;
-  } catch {
-    return null; // storage disabled: a reload is then greeted again, nothing worse
-  }
-}
-
-/** Whether an agent has spoken to this person in `room` (this tab, this room). */
+/** Whether an agent has spoken to this person in `room` (this tab, this room; without storage, never). */
 export function greetedIn(room: string): boolean {
-  return room !== '' && storage()?.getItem(GREETED_STORAGE_KEY) === room;
+  return room !== '' && tabStorage()?.getItem(GREETED_STORAGE_KEY) === room;
 }
 
 function rememberGreeted(room: string): void {
-  if (room !== '') storage()?.setItem(GREETED_STORAGE_KEY, room);
+  if (room !== '') tabStorage()?.setItem(GREETED_STORAGE_KEY, room);
 }
 
 /** The wire form of a hello. */

@@ -26,21 +26,22 @@ export interface SessionInfo {
 
 const RESUME_STORAGE_KEY = 'lexvoz.resume';
 
-function storage(): Storage | null {
+/** This tab's sessionStorage, or null where storage is disabled (sessions still work; reloads start afresh). */
+export function tabStorage(): Storage | null {
   try {
     return typeof window !== 'undefined' ? window.sessionStorage : null;
   } catch {
-    return null; // storage disabled: sessions still work, reloads just start afresh
+    return null;
   }
 }
 
 /** The resume token this tab holds, if any. */
 export function storedResume(): string | null {
-  return storage()?.getItem(RESUME_STORAGE_KEY) ?? null;
+  return tabStorage()?.getItem(RESUME_STORAGE_KEY) ?? null;
 }
 
 function rememberResume(token: string | undefined): void {
-  const store = storage();
+  const store = tabStorage();
   if (!store) return;
   if (token) store.setItem(RESUME_STORAGE_KEY, token);
   else store.removeItem(RESUME_STORAGE_KEY);
@@ -48,7 +49,7 @@ function rememberResume(token: string | undefined): void {
 
 /** Forget the resume token: the person ended the session, so a reload must not bring it back. */
 export function forgetResume(): void {
-  storage()?.removeItem(RESUME_STORAGE_KEY);
+  tabStorage()?.removeItem(RESUME_STORAGE_KEY);
 }
 
 export class SessionRequestError extends Error {}
