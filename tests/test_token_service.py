@@ -35,7 +35,7 @@ async def test_session_token_grants_one_room_microphone_and_dispatches_agent(mak
     assert resp.status == 200
     assert resp.headers["Cache-Control"] == "no-store"
     body = await resp.json()
-    assert set(body) == {"url", "token", "room", "identity", "resume"}
+    assert set(body) == {"url", "token", "room", "identity", "resume", "resume_ttl_s"}
     assert body["url"] == "ws://127.0.0.1:7880"
     assert ROOM_PATTERN.fullmatch(body["room"])
     assert body["identity"].startswith("usuario-")

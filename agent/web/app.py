@@ -36,6 +36,7 @@ from agent.web.capacity import Capacity, RoomCensus
 from agent.web.dispatch import AGENT_LIMITER_KEY, AGENTS_KEY, AgentRequests, LiveKitRooms, Rooms, request_agent
 from agent.web.limits import LogThrottle, PeerRateLimiter, agent_requests_per_minute, runner_options
 from agent.web.metrics import METRICS_KEY, WebMetrics, refused, serve_metrics
+from agent.web.renew import renew_resume
 from agent.web.session import (
     CAPACITY_KEY,
     LIMITER_KEY,
@@ -182,6 +183,7 @@ def create_app(
     app.on_cleanup.append(lambda _app: livekit.aclose())
     app.cleanup_ctx.append(serve_metrics(metrics_host or settings.web_host, settings.web_prometheus_port))
     app.router.add_post("/api/session", create_session)
+    app.router.add_post("/api/session/renew", renew_resume)
     app.router.add_post("/api/agent", request_agent)
     app.router.add_get("/api/config", page_config)
     app.router.add_get("/healthz", healthz)

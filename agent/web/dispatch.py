@@ -293,6 +293,12 @@ class AgentRequests:
             raise RequestError(401, "sesión no válida; empiece una nueva", reason="token")
         return room, identity
 
+    async def present(self, room: str, identity: str) -> bool:
+        """Whether `identity` is in `room` right now, by livekit-server's participant list (False when the room
+        does not exist); livekit's errors propagate."""
+        view = await self._rooms.view(room, identity, self._settings.agent_name)
+        return view is not None and view.caller_present
+
     async def request(self, room: str, identity: str, gone: str | None = None) -> Answer:
         """'present' (an agent is in the room), 'joining' (a worker took the room), 'offered' (an offer is still
         out: no new one yet) or 'requested' (a new offer was made now). `gone`: the identity of an agent the

@@ -1,8 +1,9 @@
 """`POST /api/session`: a fresh room, identity and token for a new conversation, or a rejoin with a resume token.
 
 The caller never chooses the room. A body of `{}` (or none) opens a new, unguessable room; `{"resume": T}`
-returns to the room and identity that T was issued for, once, while T is fresh. Any other field, `room`
-included, is refused. Requests a browser sends from another origin are refused too: the page's own origin
+returns to the room and identity that T was issued for, once, while T is fresh (`resume_ttl_s`; a page in its
+room renews T before then, `renew.py`). Any other field, `room` included, is refused. Requests a browser
+sends from another origin are refused too: the page's own origin
 (or one listed in LEXVOZ_ALLOWED_ORIGINS) may ask; a client that sends no Origin (not a browser, e.g. curl)
 gains nothing from the check, since it could write any Origin it liked.
 
@@ -235,6 +236,13 @@ async def create_session(request: web.Request) -> web.Response:
     # Room and identity only: the tokens are bearer credentials and must not end up in logs.
     log.info("session issued room=%s identity=%s peer=%s resumed=%s", room, identity, peer, resumed)
     return json_response(
-        {"url": public_url(settings), "token": token, "room": room, "identity": identity, "resume": resume},
+        {
+            "url": public_url(settings),
+            "token": token,
+            "room": room,
+            "identity": identity,
+            "resume": resume,
+            "resume_ttl_s": resume_tokens.ttl_s,
+        },
         headers=NO_STORE,
     )

@@ -118,6 +118,17 @@ class ResumeTokens:
         }
         return jwt.encode(claims, self._key, algorithm="HS256")
 
+    @property
+    def ttl_s(self) -> int:
+        """How long a token issued now is accepted (`LEXVOZ_RESUME_TTL_S`); the page renews at half of it."""
+        return self._ttl_s
+
+    def holder(self, token: str) -> tuple[str, str]:
+        """(room, identity) of a well-formed, unexpired token of ours, without spending it; ResumeError otherwise.
+        Whether it was already spent is only known when it is (`spend`)."""
+        room, identity, _jti, _exp = self._check(token)
+        return room, identity
+
     async def spend(self, token: str) -> tuple[str, str]:
         """Check `token` and mark it used; returns (room, identity).
 

@@ -50,13 +50,16 @@ function json(status: number, body: unknown): Response {
   return new Response(JSON.stringify(body), { status, headers: { 'Content-Type': 'application/json' } });
 }
 
+// How long the service says a resume token lives, and the renewals it answered (POST /api/session/renew).
+const RESUME_TTL_S = 600;
 let sessions: number;
+let renewals: number;
 let fetchMock: ReturnType<typeof vi.fn<(input: RequestInfo | URL, init?: RequestInit) => Promise<Response>>>;
 
-/** What POST /api/session was sent, in order: the resume token each time, if any. */
-function sessionRequests(): (string | undefined)[] {
+/** What POST /api/session (or another path) was sent, in order: the resume token each time, if any. */
+function sessionRequests(path = '/api/session'): (string | undefined)[] {
   return fetchMock.mock.calls
-    .filter(([url]) => url === '/api/session')
+    .filter(([url]) => url === path)
     .map(([, init]) => (JSON.parse(String(init?.body ?? '{}')) as { resume?: string }).resume);
 }
 
@@ -86,10 +89,22 @@ beforeEach(() => {
   h.liveKitRoomRenders.length = 0;
   window.sessionStorage.clear();
   sessions = 0;
+  renewals = 0;
   fetchMock = vi.fn(async (input: RequestInfo | URL) => {
+    if (input === '/api/session/renew') {
+      renewals += 1;
+      return json(200, { resume: `renewed-${renewals}`, resume_ttl_s: RESUME_TTL_S });
+    }
     if (input !== '/api/session') return json(404, {});
     sessions += 1;
-    return json(200, { url: 'ws://127.0.0.1:7880', token: `tok-${sessions}`, room: 'sala', identity: 'usuario', resume: `res-${sessions}` });
+    return json(200, {
+      url: 'ws://127.0.0.1:7880',
+      token: `tok-${sessions}`,
+      room: 'sala',
+      identity: 'usuario',
+      resume: `res-${sessions}`,
+      resume_ttl_s: RESUME_TTL_S,
+    });
   });
   vi.stubGlobal('fetch', fetchMock);
 });
@@ -178,5 +193,37 @@ describe('App: livekit-server shuts down under a conversation', () => {
     expect(sessionRequests()).toEqual([undefined]);
     expect(screen.queryByTestId('session-notice')).toBeNull();
     expect(screen.getByTestId('start-button')).toBeTruthy();
+  });
+
+  it('comes back to its own room after a conversation longer than the resume token it joined with lives', async () => {
+    await startAndConnect();
+    // Renewed at half its life while in the room, each time with the token the last renewal gave.
+    await advance((RESUME_TTL_S * 1_000) / 2);
+    await settle();
+    expect(sessionRequests('/api/session/renew')).toEqual(['res-1']);
+    await advance((RESUME_TTL_S * 1_000) / 2);
+    await settle();
+    await advance(RESUME_TTL_S * 1_000 * 0.2); // past the first token's life
+    expect(sessionRequests('/api/session/renew')).toEqual(['res-1', 'renewed-1']);
+
+    await act(async () => lastRoom().onDisconnected?.(DisconnectReason.SERVER_SHUTDOWN));
+    await advance(REJOIN_PAUSE_MS);
+    await settle();
+    expect(sessionRequests()).toEqual([undefined, 'renewed-2']); // a fresh token: the same room, not a new one
+  });
+
+  it('renews nothing before the room connects, while it rejoins, or after Stop', async () => {
+    render(<App />);
+    fireEvent.click(screen.getByTestId('start-button'));
+    await settle();
+    await advance(RESUME_TTL_S * 1_000);
+    expect(sessionRequests('/api/session/renew')).toEqual([]); // never connected
+    await act(async () => lastRoom().onConnected?.());
+    await act(async () => lastRoom().onDisconnected?.(DisconnectReason.SERVER_SHUTDOWN));
+    await advance(RESUME_TTL_S * 1_000);
+    expect(sessionRequests('/api/session/renew')).toEqual([]); // rejoining, not in the room
+    fireEvent.click(screen.getByTestId('stop-button'));
+    await advance(2 * RESUME_TTL_S * 1_000);
+    expect(sessionRequests('/api/session/renew')).toEqual([]);
   });
 });

@@ -11,7 +11,8 @@
  * its resume token for a new join token, as a reload does, and retries until livekit-server answers or
  * REJOIN_WITHIN_MS pass. The person reads that it is reconnecting instead of having to press Start, keeps the
  * research panel, and the new agent, told by the page's hello that it already spoke to them (pageHello.ts), says
- * one short line instead of the greeting.
+ * one short line instead of the greeting. While in the room the page keeps that token fresh (resumeRenewal.ts), so
+ * a conversation of any length comes back to its own room.
  */
 import { LiveKitRoom } from '@livekit/components-react';
 import {
@@ -44,6 +45,7 @@ import {
 } from './research';
 import { PrivacyNotice } from './PrivacyNotice';
 import { ResearchPanel } from './ResearchPanel';
+import { useResumeRenewal } from './resumeRenewal';
 import {
   acquireMicrophone,
   fetchSiteMode,
@@ -61,6 +63,8 @@ interface ActiveSession {
   room: Room;
   url: string;
   token: string;
+  /** How long the resume token that came with this session lives (renewed while connected: resumeRenewal.ts). */
+  resumeTtlS?: number;
 }
 
 const CONNECT_TIMEOUT_MS = 30_000;
@@ -246,7 +250,7 @@ export function App() {
         detachResearchOnly();
         detachFailure();
       };
-      setSession({ generation: gen, room, url: info.url, token: info.token });
+      setSession({ generation: gen, room, url: info.url, token: info.token, resumeTtlS: info.resume_ttl_s });
       setPhase('active');
       void publishMicrophone(room, gen, pendingMic);
     },
@@ -298,6 +302,8 @@ export function App() {
     window.addEventListener('pagehide', onUnload);
     return () => window.removeEventListener('pagehide', onUnload);
   }, [session]);
+
+  useResumeRenewal(session !== null && connectedSession === session.generation, session?.resumeTtlS);
 
   const onConnected = useCallback(() => {
     if (!session) return;

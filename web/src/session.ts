@@ -22,6 +22,8 @@ export interface SessionInfo {
   identity: string;
   /** Single-use token that lets this tab rejoin the same room after a reload. */
   resume?: string;
+  /** How long `resume` is accepted, in seconds; the page renews it at half that while in the room. */
+  resume_ttl_s?: number;
 }
 
 const RESUME_STORAGE_KEY = 'lexvoz.resume';
@@ -64,8 +66,13 @@ function isSessionInfo(value: unknown): value is SessionInfo {
     v.token.length > 0 &&
     typeof v.room === 'string' &&
     typeof v.identity === 'string' &&
-    (v.resume === undefined || typeof v.resume === 'string')
+    (v.resume === undefined || typeof v.resume === 'string') &&
+    (v.resume_ttl_s === undefined || isTtl(v.resume_ttl_s))
   );
+}
+
+function isTtl(value: unknown): value is number {
+  return typeof value === 'number' && Number.isFinite(value) && value > 0;
 }
 
 /** What the person reads when the service is full (or cannot count its conversations) and gave no text. */
@@ -178,4 +185,49 @@ export async function fetchSiteMode(signal?: AbortSignal): Promise<AgentMode | u
   } catch {
     return undefined;
   }
+}
+
+/** What a renewal of the resume token came to: the next token is stored, or none is held any more, or try later. */
+export type RenewOutcome = { outcome: 'renewed'; ttlS: number } | { outcome: 'refused' } | { outcome: 'failed' };
+
+/**
+ * POST /api/session/renew: trade this tab's resume token for the next one while the person is in its room, so a
+ * conversation longer than the token's life can still come back to the room (a reload, or livekit-server
+ * restarting under it). A refused token (expired, spent, not ours) is forgotten; anything else (no network, the
+ * service or livekit-server not answering, the person momentarily not in the room) keeps it for a later try.
+ */
+export async function renewResume(signal?: AbortSignal): Promise<RenewOutcome> {
+  const resume = storedResume();
+  if (!resume) return { outcome: 'refused' };
+  let response: Response;
+  try {
+    response = await fetch('/api/session/renew', {
+      method: 'POST',
+      headers: { 'Content-Type': 'application/json' },
+      body: JSON.stringify({ resume }),
+      cache: 'no-store',
+      credentials: 'same-origin',
+      signal,
+    });
+  } catch (err) {
+    if (err instanceof DOMException && err.name === 'AbortError') throw err;
+    return { outcome: 'failed' };
+  }
+  if (response.status === 401 || response.status === 400) {
+    if (storedResume() === resume) forgetResume();
+    return { outcome: 'refused' };
+  }
+  if (!response.ok) return { outcome: 'failed' };
+  let body: unknown;
+  try {
+    body = await response.json();
+  } catch {
+    return { outcome: 'failed' };
+  }
+  const next = typeof body === 'object' && body !== null ? (body as Record<string, unknown>) : {};
+  if (typeof next.resume !== 'string' || !next.resume || !isTtl(next.resume_ttl_s)) return { outcome: 'failed' };
+  // A rejoin may have stored a newer token while this request was out; that one wins.
+  if (storedResume() !== resume) return { outcome: 'failed' };
+  rememberResume(next.resume);
+  return { outcome: 'renewed', ttlS: next.resume_ttl_s };
 }
