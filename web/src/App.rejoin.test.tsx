@@ -22,7 +22,8 @@ interface LiveKitRoomProps {
   children?: ReactNode;
 }
 
-const h = vi.hoisted(() => ({ liveKitRoomRenders: [] as LiveKitRoomProps[] }));
+// `chat`: what the room's chat holds, as useChat gives it (each room's SessionView reads it when it renders).
+const h = vi.hoisted(() => ({ liveKitRoomRenders: [] as LiveKitRoomProps[], chat: [] as unknown[] }));
 
 vi.mock('./session', async (importOriginal) => {
   const actual = await importOriginal<typeof import('./session')>();
@@ -40,7 +41,7 @@ vi.mock('@livekit/components-react', async () => {
   const { livekitComponentsDouble } = await import('./testDoubles');
   return livekitComponentsDouble(h.liveKitRoomRenders, {
     useVoiceAssistant: () => ({ state: 'connecting', agent: undefined, audioTrack: undefined, agentAttributes: {} }),
-    useChat: () => ({ send: vi.fn(), chatMessages: [], isSending: false }),
+    useChat: () => ({ send: vi.fn(), chatMessages: h.chat, isSending: false }),
   });
 });
 
@@ -87,6 +88,7 @@ async function startAndConnect() {
 beforeEach(() => {
   vi.useFakeTimers({ shouldAdvanceTime: true });
   h.liveKitRoomRenders.length = 0;
+  h.chat = [];
   window.sessionStorage.clear();
   sessions = 0;
   renewals = 0;
@@ -225,5 +227,31 @@ describe('App: livekit-server shuts down under a conversation', () => {
     fireEvent.click(screen.getByTestId('stop-button'));
     await advance(2 * RESUME_TTL_S * 1_000);
     expect(sessionRequests('/api/session/renew')).toEqual([]);
+  });
+
+  it('keeps the conversation on screen across the rejoin, above the lines of the new room, until Stop', async () => {
+    const said = (id: string, at: number, message: string, isLocal: boolean) => ({ id, timestamp: at, message, from: { isLocal } });
+    const shown = () => [...screen.getByTestId('transcript').querySelectorAll('li.line')].map((li) => li.textContent);
+    h.chat = [said('q', 1_000, '¿Qué dice el artículo 7?', true), said('a', 2_000, 'Encontré 1 fuente: artículo 7.', false)];
+    await startAndConnect();
+    const before = shown();
+    expect(before).toEqual(['Usted (escrito)¿Qué dice el artículo 7?', 'Lexvoz (escrito)Encontré 1 fuente: artículo 7.']);
+
+    h.chat = []; // the new room's chat starts empty
+    await act(async () => lastRoom().onDisconnected?.(DisconnectReason.SERVER_SHUTDOWN));
+    expect(shown()).toEqual(before); // still there while the page reconnects
+    await advance(REJOIN_PAUSE_MS);
+    await settle();
+    expect(shown()).toEqual(before);
+    h.chat = [said('back', 9_000, 'Ya volví, pero sin lo que hablamos.', false)];
+    await act(async () => lastRoom().onConnected?.());
+    expect(shown()).toEqual([...before, 'Lexvoz (escrito)Ya volví, pero sin lo que hablamos.']);
+
+    fireEvent.click(screen.getByTestId('stop-button'));
+    await settle();
+    h.chat = [];
+    fireEvent.click(screen.getByTestId('start-button'));
+    await settle();
+    expect(shown()).toEqual([]); // a new conversation starts with an empty transcript
   });
 });

@@ -12,7 +12,8 @@
  * REJOIN_WITHIN_MS pass. The person reads that it is reconnecting instead of having to press Start, keeps the
  * research panel, and the new agent, told by the page's hello that it already spoke to them (pageHello.ts), says
  * one short line instead of the greeting. While in the room the page keeps that token fresh (resumeRenewal.ts), so
- * a conversation of any length comes back to its own room.
+ * a conversation of any length comes back to its own room. The transcript so far stays on screen, above the new
+ * room's lines.
  */
 import { LiveKitRoom } from '@livekit/components-react';
 import {
@@ -54,7 +55,7 @@ import {
   SessionRequestError,
   type MicrophoneResult,
 } from './session';
-import { SessionView } from './SessionView';
+import { frozenTranscript, NO_TRANSCRIPT, SessionView, type ShownTranscript } from './SessionView';
 
 type Phase = 'idle' | 'starting' | 'active';
 
@@ -134,6 +135,20 @@ export function App() {
   // moment until the session ends, so the person is then told the session ended, not that no server answers.
   const rejoinUntil = useRef<number | null>(null);
   const [research, dispatch] = useReducer(researchReducer, initialResearchState);
+  // The transcript as last shown, and, after livekit-server shut down under the conversation, what its earlier
+  // rooms showed: kept above the new room's lines, so the person does not lose the conversation on screen.
+  // `citationFloor`: the last citation check of those rooms (research.ts `seq`); the new room places only later
+  // ones, as its agent counts its turns afresh.
+  const shownTranscript = useRef<ShownTranscript>(NO_TRANSCRIPT);
+  const [earlier, setEarlier] = useState<ShownTranscript>(NO_TRANSCRIPT);
+  const [citationFloor, setCitationFloor] = useState(0);
+  const latestCitation = useRef(0);
+  useEffect(() => {
+    latestCitation.current = research.citations?.at(-1)?.seq ?? 0;
+  }, [research.citations]);
+  const onShown = useCallback((shown: ShownTranscript) => {
+    shownTranscript.current = shown;
+  }, []);
   const generation = useRef(0);
   // The generation whose room reached "connected": tells "the session ended" from "it never started".
   const connectedGeneration = useRef(0);
@@ -167,11 +182,13 @@ export function App() {
   // The citation checks, each verified one with the card it links to from the transcript.
   const citations = useMemo<CitationView[]>(
     () =>
-      (research.citations ?? []).map((c) => {
+      (research.citations ?? [])
+        .filter((c) => c.seq > citationFloor)
+        .map((c) => {
         const card = citedSource(research.entries, c);
-        return card ? { ...c, cardId: sourceCardId(card.callId, card.index) } : c;
-      }),
-    [research],
+          return card ? { ...c, cardId: sourceCardId(card.callId, card.index) } : c;
+        }),
+    [research, citationFloor],
   );
 
   const endSession = useCallback((room: Room | undefined) => {
@@ -181,6 +198,9 @@ export function App() {
     detachResearch.current?.();
     detachResearch.current = null;
     dispatch({ type: 'sessionEnded' }); // detached: a search still running can never report its end
+    shownTranscript.current = NO_TRANSCRIPT;
+    setEarlier(NO_TRANSCRIPT);
+    setCitationFloor(0);
     if (room) {
       // Stop our own tracks first: disconnect() would too, but only for tracks already published.
       for (const pub of room.localParticipant.trackPublications.values()) pub.track?.stop();
@@ -265,6 +285,9 @@ export function App() {
     setError(null);
     setMicError(null);
     dispatch({ type: 'reset' });
+    shownTranscript.current = NO_TRANSCRIPT;
+    setEarlier(NO_TRANSCRIPT);
+    setCitationFloor(0);
     await join(gen, () => false);
   }, [join]);
 
@@ -277,6 +300,8 @@ export function App() {
       detachResearch.current?.();
       detachResearch.current = null;
       dispatch({ type: 'agentGone' }); // its agent is gone with the old connection: no search of it can end now
+      setEarlier(frozenTranscript(shownTranscript.current));
+      setCitationFloor(latestCitation.current);
       for (const pub of previous.localParticipant.trackPublications.values()) pub.track?.stop();
       void previous.disconnect(true);
       setSession(null);
@@ -405,6 +430,8 @@ export function App() {
               onShowNewSources={showNewSources}
               citations={citations}
               onAgentLost={agentLost}
+              earlier={earlier}
+              onShown={onShown}
             />
           </LiveKitRoom>
         ) : (
@@ -412,7 +439,8 @@ export function App() {
             <Conversation
               state={phase === 'starting' ? 'connecting' : undefined}
               rehearsal={false}
-              lines={[]}
+              lines={earlier.lines}
+              citations={earlier.citations}
               onSend={null}
               sending={false}
             />

@@ -21,7 +21,7 @@ export interface ConversationProps {
   /** The agent ended the conversation itself (e.g. its maximum length): why, in Spanish. */
   endNotice?: string | null;
   rehearsal: boolean;
-  lines: TranscriptLine[];
+  lines: readonly TranscriptLine[];
   onSend: ((text: string) => Promise<void>) | null;
   sending: boolean;
   visualizer?: React.ReactNode;

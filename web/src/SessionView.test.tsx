@@ -8,7 +8,7 @@ import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { ParticipantKind, RoomEvent } from 'livekit-client';
 
 import type { CitationView } from './citations';
-import { SessionView } from './SessionView';
+import { frozenTranscript, NO_TRANSCRIPT, SessionView, type ShownTranscript } from './SessionView';
 import { SPEECH_TOPIC } from './speech';
 
 const h = vi.hoisted(() => ({
@@ -244,6 +244,47 @@ describe('SessionView: citation checks in the transcript', () => {
     const link = screen.getByTestId('citation-link');
     expect(link.getAttribute('href')).toBe('#fuente-c1-0');
     expect(link.textContent).toBe('artículo 75 de la Constitución (ver la fuente)');
+  });
+});
+
+describe("SessionView: an earlier room's transcript, after a rejoin", () => {
+  it('shows it above this room, with its marks, and places only the checks of this room in it', () => {
+    h.state = 'speaking';
+    const userLine = (id: string, text: string, timestamp: number) => ({
+      text,
+      participantInfo: { identity: 'usuario' },
+      streamInfo: { id, timestamp, attributes: { 'lk.transcription_final': 'true' } },
+    });
+    // The earlier room: a reply marked unverified, then the line in progress when livekit-server went away.
+    h.transcriptions = [userLine('q1', '¿Qué dice el 75?', 1), agentLine('a1', 'Según el artículo 75 de la Constitución, sí.', 2)];
+    const first = { seq: 1, turn: 1, said: 'articulo 75 de la constitucion', article: '75', norm: 'constitucion' };
+    const check = { ...first, verified: false, source: null, callId: null };
+    let shown: ShownTranscript = NO_TRANSCRIPT;
+    const onShown = (s: ShownTranscript) => {
+      shown = s;
+    };
+    const { rerender } = render(view({ citations: [check], onShown }));
+    h.transcriptions = [...h.transcriptions, userLine('q2', '¿Y el 76?', 3), agentLine('a2', 'El artículo 76 dice', 4)];
+    rerender(view({ citations: [check], onShown }));
+    expect(screen.getAllByTestId('citation-unverified')).toHaveLength(1);
+    cleanup();
+
+    // The new room: its agent counts turns afresh (its first turn is 1 again) and says the same words.
+    h.transcriptions = [userLine('q3', '¿Y el 75 otra vez?', 10), agentLine('a3', 'El artículo 75 de la Constitución lo dice.', 11)];
+    const again = { ...check, seq: 2 };
+    render(view({ citations: [again], earlier: frozenTranscript(shown) }));
+    const lines = [...screen.getByTestId('transcript').querySelectorAll('li.line')];
+    expect(lines.map((li) => li.querySelector('.line-text')?.textContent?.slice(0, 12))).toEqual([
+      '¿Qué dice el',
+      'Según el art',
+      '¿Y el 76?',
+      'El artículo ',
+      '¿Y el 75 otr',
+      'El artículo ',
+    ]);
+    expect(lines[3]!.className).not.toContain('line-interim'); // as far as it got: no longer in progress
+    const marks = screen.getAllByTestId('citation-unverified');
+    expect(marks.map((m) => m.closest('li'))).toEqual([lines[1], lines[5]]);
   });
 });
 

@@ -17,7 +17,7 @@ import { ConnectionState, RoomEvent, type RemoteParticipant } from 'livekit-clie
 import { useCallback, useEffect, useMemo, useRef, useState } from 'react';
 
 import { useAgentRequest } from './agentRequest';
-import { anchorTurn, placeCitations, type CitationView } from './citations';
+import { anchorTurn, placeCitations, type CitationView, type LineCitation } from './citations';
 import { Conversation } from './Conversation';
 import { withModelLink } from './failures';
 import { HEARTBEAT_ATTRIBUTE, useAgentSilent } from './heartbeat';
@@ -34,6 +34,22 @@ import {
 
 const NO_CITATIONS: readonly CitationView[] = [];
 
+/** A transcript as shown: its lines, and the citation checks each line shows (by line id). */
+export interface ShownTranscript {
+  lines: readonly TranscriptLine[];
+  citations: ReadonlyMap<string, readonly LineCitation[]>;
+}
+
+export const NO_TRANSCRIPT: ShownTranscript = { lines: [], citations: new Map() };
+
+/**
+ * What an earlier room of the same conversation showed, kept above the new room's lines after a rejoin: every
+ * line is over (a line in progress when the connection went is as far as it will get), its marks as they were.
+ */
+export function frozenTranscript(shown: ShownTranscript): ShownTranscript {
+  return { lines: shown.lines.map((line) => (line.final ? line : { ...line, final: true })), citations: shown.citations };
+}
+
 /**
  * Everything that needs the room context: agent state, audio, transcript and chat. `connected`: this
  * session's room has reached "connected" (LiveKitRoom's onConnected fired for it). `token`: the session's
@@ -44,6 +60,9 @@ const NO_CITATIONS: readonly CitationView[] = [];
  * transcript marks them next to the words (citations.ts).
  * `onAgentLost`: the agent's sign of life stopped (its worker died) while LiveKit still lists it; the page
  * treats it as gone, as when an agent leaves the room (heartbeat.ts).
+ * `earlier`: what the conversation's earlier rooms showed (after livekit-server shut down under it, App.tsx),
+ * shown above this room's lines; `citations` then holds this room's checks only. `onShown`: told the whole
+ * transcript as shown, each time it changes, so a rejoin can keep it.
  */
 export function SessionView({
   connected,
@@ -54,6 +73,8 @@ export function SessionView({
   onShowNewSources,
   citations = NO_CITATIONS,
   onAgentLost,
+  earlier = NO_TRANSCRIPT,
+  onShown,
 }: {
   connected: boolean;
   token: string;
@@ -64,6 +85,8 @@ export function SessionView({
   onShowNewSources?: () => void;
   citations?: readonly CitationView[];
   onAgentLost?: () => void;
+  earlier?: ShownTranscript;
+  onShown?: (shown: ShownTranscript) => void;
 }) {
   const { state: listedState, agent: listedAgent, audioTrack, agentAttributes } = useVoiceAssistant();
   // An agent whose sign of life stopped is shown and handled as one that left: no state of its own, no
@@ -172,6 +195,16 @@ export function SessionView({
     setAnchors(next);
   }, [citations, anchors]);
   const placed = useMemo(() => placeCitations(lines, citations, anchors), [lines, citations, anchors]);
+  const shown = useMemo<ShownTranscript>(
+    () =>
+      earlier.lines.length === 0
+        ? { lines, citations: placed }
+        : { lines: [...earlier.lines, ...lines], citations: new Map([...earlier.citations, ...placed]) },
+    [earlier, lines, placed],
+  );
+  useEffect(() => {
+    onShown?.(shown);
+  }, [shown, onShown]);
 
   // Only sends: whether the question cut the agent off is the worker's to say (a `lexvoz.speech` message).
   const onSend = useCallback(
@@ -190,12 +223,12 @@ export function SessionView({
         agentWait={agentWait}
         endNotice={endReasonMessage(endReason)}
         rehearsal={mode === 'rehearsal'}
-        lines={lines}
+        lines={shown.lines}
         onSend={onSend}
         sending={isSending}
         newSources={newSources}
         onShowNewSources={onShowNewSources}
-        citations={placed}
+        citations={shown.citations}
         reducedMotion={reducedMotion}
         visualizer={
           reducedMotion ? undefined : (
