@@ -517,7 +517,8 @@ def test_a_livekit_server_restart_mid_conversation_is_rejoined_without_a_new_sta
     """livekit-server stops under a greeted conversation and starts again 2 s later. livekit-client reports the
     shutdown and does not reconnect by itself; the page says it is reconnecting, joins the same room with its
     resume token once livekit-server answers, and the new agent (the token dispatches it when the room is made
-    again) says its short line, not the greeting. The person never presses Start, and is answered with sources.
+    again) says its short line, not the greeting. The person never presses Start, keeps the transcript so far on
+    the page, and is answered with sources.
     (An agent replaced in the same room, its process killed, is the same hello: tests/e2e/test_heartbeat_e2e.py.)"""
     signal_file = browser_stack.base / "greeted-restart"
     with browser_stack.worker("reinicio"), ThreadPoolExecutor(max_workers=1) as pool:
@@ -543,6 +544,7 @@ def test_a_livekit_server_restart_mid_conversation_is_rejoined_without_a_new_sta
     assert r["greeting"] == STANDIN_GREETING, why
     assert (r["noticeText"], r["noticeRole"]) == (REJOINING_MESSAGE, "status"), why
     assert r["line"] == RESUME_LINE, why
+    assert r["kept"] == [STANDIN_GREETING], why  # the earlier room's lines stay on the page
     assert not r["noticeAfter"], why
     assert STANDIN_GREETING not in r["agentLinesAfter"], why
     assert any("artículo 7" in c for c in r["citations"]), why

@@ -1,7 +1,8 @@
 /**
  * livekit-server restarts mid-conversation (an upgrade, a crash that its supervisor restarts): Start → the agent
  * greets → the test restarts livekit-server → the page says it is reconnecting, joins the same room again by
- * itself, and the new agent says its short line, not the greeting → a typed question gets sources → Stop.
+ * itself, keeps the transcript so far, and the new agent says its short line, not the greeting → a typed question
+ * gets sources → Stop.
  *
  * Env: see harness.mjs, plus LEXVOZ_E2E_SIGNAL_FILE: written once the greeting is on the page, which is when the
  * test restarts livekit-server. LEXVOZ_E2E_SERVED_WITHIN_MS bounds the wait for the new agent's line after that.
@@ -36,16 +37,17 @@ await runScenario('browser-e2e-restart', async (page, config) => {
     check(Date.now() < deadline, 'no greeting on the page');
     await page.waitForTimeout(200);
   }
+  const before = (await agentLines(page)).length;
   writeFileSync(SIGNAL_FILE, 'greeted\n');
   const signalledAt = Date.now();
 
-  // What the person reads while the page joins again (the room's transcript starts afresh with the new room).
+  // What the person reads while the page joins again; the transcript so far stays above the new room's lines.
   const notice = byTestId(page, 'session-notice');
   await notice.waitFor({ state: 'visible', timeout: 15_000 });
   const noticeText = ((await notice.textContent()) ?? '').trim();
   const noticeRole = await notice.getAttribute('role');
   let line;
-  while (!(line = (await agentLines(page))[0])) {
+  while (!(line = (await agentLines(page))[before])) {
     const error = byTestId(page, 'session-error');
     if (await error.isVisible()) check(false, `the page gave up: ${await error.textContent()}`);
     check(Date.now() - signalledAt < SERVED_WITHIN_MS, `no agent line within ${SERVED_WITHIN_MS} ms of the restart`);
@@ -53,11 +55,12 @@ await runScenario('browser-e2e-restart', async (page, config) => {
   }
   const resumedAfterMs = Date.now() - signalledAt;
   const noticeAfter = await notice.isVisible();
+  const kept = (await agentLines(page)).slice(0, before);
 
   await askByChat(page, QUESTION);
   const entry = await waitForCompletedEntry(page, QUESTION, config.timeoutMs);
   const cards = await readCards(entry);
-  const linesAfter = await agentLines(page);
+  const linesAfter = (await agentLines(page)).slice(before);
   const stateAfterStop = await stopSession(page);
   return {
     attempts: started.attempts,
@@ -67,6 +70,7 @@ await runScenario('browser-e2e-restart', async (page, config) => {
     line,
     resumedAfterMs,
     noticeAfter,
+    kept,
     agentLinesAfter: linesAfter,
     citations: cards.map((c) => c.citation),
     stateAfterStop,
