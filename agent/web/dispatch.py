@@ -348,6 +348,16 @@ def _agent_gone(body: dict[str, Any]) -> str | None:
     return left
 
 
+async def in_conversation_refusal(request: web.Request, what: str, kind: str) -> web.Response | None:
+    """403 for another origin, 429 past the client's bucket of requests made during a conversation (asking for an
+    agent, renewing a resume token: not its new sessions); None when the request may go on. `kind` names the
+    throttled warning."""
+    if (refusal := foreign_origin_refusal(request, what)) is not None:
+        return refusal
+    limiter = request.app[AGENT_LIMITER_KEY]
+    return await rate_limited(request, limiter, peer_address(request), kind, what)
+
+
 async def request_agent(request: web.Request) -> web.Response:
     """`POST /api/agent` with `Authorization: Bearer <join token>`: `{"agent": ..., "retry_after_s": N}`.
     An optional JSON body `{"left": "<identity>"}` names an agent the page saw leave the room.
@@ -356,13 +366,10 @@ async def request_agent(request: web.Request) -> web.Response:
     seconds if none has joined); 401, 404 and 429 (too soon for this room, or this client's per-minute limit)
     as `{"error": ...}`; 503 when LiveKit does not answer or the service's dispatches this minute are spent.
     """
-    if (refusal := foreign_origin_refusal(request, "agent request")) is not None:
+    if (refusal := await in_conversation_refusal(request, "agent request", "agent-rate")) is not None:
         return refusal
     throttle = request.app[THROTTLE_KEY]
     peer = peer_address(request)
-    limiter = request.app[AGENT_LIMITER_KEY]
-    if (limited := await rate_limited(request, limiter, peer, "agent-rate", "agent request")) is not None:
-        return limited
     agents = request.app[AGENTS_KEY]
     retry = {"Retry-After": str(math.ceil(agents.retry_after_s)), **NO_STORE}
     try:

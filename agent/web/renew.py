@@ -28,7 +28,7 @@ import aiohttp
 from aiohttp import web
 from livekit import api
 
-from agent.web.dispatch import AGENT_LIMITER_KEY, AGENTS_KEY
+from agent.web.dispatch import AGENTS_KEY, in_conversation_refusal
 from agent.web.metrics import refused
 from agent.web.session import (
     NO_STORE,
@@ -36,10 +36,8 @@ from agent.web.session import (
     SETTINGS_KEY,
     THROTTLE_KEY,
     RequestError,
-    foreign_origin_refusal,
     json_response,
     peer_address,
-    rate_limited,
     read_json_object,
 )
 from agent.web.tokens import ResumeError
@@ -58,13 +56,10 @@ def _token(body: dict[str, Any]) -> str:
 
 async def renew_resume(request: web.Request) -> web.Response:
     """`POST /api/session/renew` with `{"resume": T}`: the next resume token of a person still in T's room."""
-    if (refusal := foreign_origin_refusal(request, "resume renewal")) is not None:
+    if (refusal := await in_conversation_refusal(request, "resume renewal", "renew-rate")) is not None:
         return refusal
     throttle = request.app[THROTTLE_KEY]
     peer = peer_address(request)
-    limiter = request.app[AGENT_LIMITER_KEY]
-    if (limited := await rate_limited(request, limiter, peer, "renew-rate", "resume renewal")) is not None:
-        return limited
     token = _token(await read_json_object(request, request.app[SETTINGS_KEY].web_body_timeout_s))
     tokens = request.app[RESUME_KEY]
     try:
