@@ -550,3 +550,38 @@ def test_a_livekit_server_restart_mid_conversation_is_rejoined_without_a_new_sta
     assert any("artículo 7" in c for c in r["citations"]), why
     assert r["stateAfterStop"] == "inactivo", why
     assert r["pageErrors"] == [], why
+
+
+def test_a_livekit_server_killed_mid_conversation_is_rejoined_without_a_new_start(
+    browser_stack: BrowserStack,
+) -> None:
+    """livekit-server is killed (SIGKILL: it tells nobody) under a greeted conversation, and started again 2 s later.
+    The page hears no shutdown; livekit-client's own reconnect must bring the person back to an agent that answers,
+    without Start."""
+    signal_file = browser_stack.base / "greeted-crash"
+    with browser_stack.worker("caida"), ThreadPoolExecutor(max_workers=1) as pool:
+        script = pool.submit(
+            run_script,
+            browser_stack,
+            "crash.mjs",
+            browser_stack.silent_wav,
+            {"LEXVOZ_E2E_SIGNAL_FILE": str(signal_file), "LEXVOZ_E2E_SERVED_WITHIN_MS": "90000"},
+        )
+        deadline = time.monotonic() + 120
+        while not signal_file.exists() and not script.done() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        if signal_file.exists():
+            for child in [c for c in browser_stack.stack.children if c.name == "livekit-server"]:
+                child.proc.kill()
+                child.proc.wait(10)
+                browser_stack.stack.children.remove(child)
+            time.sleep(LIVEKIT_DOWN_S)
+            browser_stack.stack._start_livekit()
+        run = script.result()
+
+    why = run.explain(browser_stack)
+    assert run.passed, why
+    r = run.result
+    print(r)
+    assert r["line"] == RESUME_LINE, why
+    assert any("artículo 7" in c for c in r["citations"]), why

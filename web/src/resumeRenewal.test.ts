@@ -7,7 +7,7 @@ import { act, renderHook } from '@testing-library/react';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 
 import { RENEW_RETRY_MS, renewAfterMs, useResumeRenewal } from './resumeRenewal';
-import { renewResume, requestSession, storedResume } from './session';
+import { forgetResume, renewResume, requestSession, storedResume } from './session';
 
 function reply(body: unknown, status = 200): Response {
   return new Response(JSON.stringify(body), { status, headers: { 'Content-Type': 'application/json' } });
@@ -140,6 +140,34 @@ describe('useResumeRenewal', () => {
     rerender({ connected: false });
     await advance(10 * renewAfterMs(600));
     expect(renewedWith()).toEqual([]);
+  });
+
+  it('stores the token of a renewal that was out when the room went (the old one is spent), and asks no more', async () => {
+    await holding('r1', 600);
+    let answer: (response: Response) => void = () => undefined;
+    fetchMock.mockImplementationOnce(() => new Promise<Response>((resolve) => (answer = resolve)));
+    const { rerender } = renderHook(({ connected }) => useResumeRenewal(connected, 600), {
+      initialProps: { connected: true },
+    });
+    await advance(renewAfterMs(600));
+    expect(renewedWith()).toEqual(['r1']);
+    rerender({ connected: false }); // livekit-server shut down: the page is about to rejoin
+    await act(async () => answer(reply({ resume: 'r2', resume_ttl_s: 600 })));
+    expect(storedResume()).toBe('r2'); // what the rejoin will present
+    await advance(10 * renewAfterMs(600));
+    expect(renewedWith()).toEqual(['r1']);
+  });
+
+  it('stores nothing from a renewal answered after Stop', async () => {
+    await holding('r1', 600);
+    let answer: (response: Response) => void = () => undefined;
+    fetchMock.mockImplementationOnce(() => new Promise<Response>((resolve) => (answer = resolve)));
+    const { unmount } = renderHook(() => useResumeRenewal(true, 600));
+    await advance(renewAfterMs(600));
+    unmount();
+    forgetResume(); // what Stop does
+    await act(async () => answer(reply({ resume: 'r2', resume_ttl_s: 600 })));
+    expect(storedResume()).toBeNull();
   });
 
   it('never renews sooner than a second, whatever lifetime it is told', () => {

@@ -24,25 +24,22 @@ export function renewAfterMs(ttlS: number): number {
 export function useResumeRenewal(connected: boolean, ttlS: number | undefined): void {
   useEffect(() => {
     if (!connected || ttlS === undefined) return;
-    const abort = new AbortController();
+    let live = true;
     let timer: ReturnType<typeof setTimeout> | undefined;
     const schedule = (ms: number) => {
       timer = setTimeout(() => void renew(), ms);
     };
     const renew = async () => {
-      let result;
-      try {
-        result = await renewResume(abort.signal);
-      } catch {
-        return; // aborted: the room is gone
-      }
-      if (abort.signal.aborted) return;
+      // Not cancelled when the room goes: once the service has spent the old token, the page needs the new one,
+      // and a rejoin reads the stored token only after its pause. After Stop nothing is stored (session.ts).
+      const result = await renewResume();
+      if (!live) return;
       if (result.outcome === 'renewed') schedule(renewAfterMs(result.ttlS));
       else if (result.outcome === 'failed') schedule(RENEW_RETRY_MS);
     };
     schedule(renewAfterMs(ttlS));
     return () => {
-      abort.abort();
+      live = false;
       clearTimeout(timer);
     };
   }, [connected, ttlS]);
