@@ -94,6 +94,15 @@ describe('renewResume', () => {
   });
 });
 
+/** A fetch that answers when the test says, and is abandoned, as a browser's is, when its signal aborts. */
+function pendingFetch(hold: (resolve: (response: Response) => void) => void) {
+  return (_url: RequestInfo | URL, init?: RequestInit) =>
+    new Promise<Response>((resolve, reject) => {
+      hold(resolve);
+      init?.signal?.addEventListener('abort', () => reject(new DOMException('aborted', 'AbortError')));
+    });
+}
+
 describe('useResumeRenewal', () => {
   beforeEach(() => {
     vi.useFakeTimers();
@@ -145,7 +154,7 @@ describe('useResumeRenewal', () => {
   it('stores the token of a renewal that was out when the room went (the old one is spent), and asks no more', async () => {
     await holding('r1', 600);
     let answer: (response: Response) => void = () => undefined;
-    fetchMock.mockImplementationOnce(() => new Promise<Response>((resolve) => (answer = resolve)));
+    fetchMock.mockImplementationOnce(pendingFetch((resolve) => (answer = resolve)));
     const { rerender } = renderHook(({ connected }) => useResumeRenewal(connected, 600), {
       initialProps: { connected: true },
     });
@@ -161,7 +170,7 @@ describe('useResumeRenewal', () => {
   it('stores nothing from a renewal answered after Stop', async () => {
     await holding('r1', 600);
     let answer: (response: Response) => void = () => undefined;
-    fetchMock.mockImplementationOnce(() => new Promise<Response>((resolve) => (answer = resolve)));
+    fetchMock.mockImplementationOnce(pendingFetch((resolve) => (answer = resolve)));
     const { unmount } = renderHook(() => useResumeRenewal(true, 600));
     await advance(renewAfterMs(600));
     unmount();
