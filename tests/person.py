@@ -154,6 +154,11 @@ class Person:
     greeted: bool = False
     spoken_to: bool = False  # an agent has spoken to this person in this room (the page's hello says so)
     heard: list[tuple[str, str]] = field(default_factory=list)  # (agent identity, line) of every finished agent line
+    # Agents this person heard speak in this room before its connection was replaced (the page rejoined after
+    # livekit-server shut down). Such an agent may come back itself (its own connection reconnects to the room),
+    # with its conversation and nothing new to say; the person, who sees it listening under the transcript so far,
+    # does not wait for it to speak again.
+    known_agents: frozenset[str] = frozenset()
     agent_joined_at: float = 0.0  # when the current agent joined (monotonic)
     mic_subscribed: bool = False
     lexvoz: bool = True  # False: the agent is the bare baseline (no Lexvoz attributes, no evidence)
@@ -259,7 +264,7 @@ class Person:
                 # A new agent (its worker replaced a lost one) greets again, and until its audio input is up what
                 # is said is not heard: words spoken within a second of its joining never reach the model. The
                 # page's person waits for this agent's greeting as for the first one.
-                self.greeted = False
+                self.greeted = participant.identity in self.known_agents
                 self.heartbeat_at = None
                 self.agent_joined_at = time.monotonic()
                 self._track(asyncio.create_task(self._say_hello(participant.identity)))

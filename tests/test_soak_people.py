@@ -12,6 +12,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import aiohttp
+import pytest
 from livekit import rtc
 
 from bench.soak.faults import Fault
@@ -126,3 +127,49 @@ def test_a_reply_without_research_is_a_whole_new_line_after_the_question() -> No
     assert not replied_without_research(person((99, "speaking"), (101, "listening")), asked)  # the old line, cut
     assert not replied_without_research(person((101, "speaking")), asked)  # still saying it
     assert not replied_without_research(person((100.5, "thinking")), asked)
+
+
+def an_agent(identity: str) -> Any:
+    """An agent as livekit reports it joining (or already in the room when the person connects)."""
+    return SimpleNamespace(kind=rtc.ParticipantKind.PARTICIPANT_KIND_AGENT, identity=identity, attributes={})
+
+
+async def test_an_agent_back_in_the_room_after_a_rejoin_is_not_waited_for_to_speak_again() -> None:
+    """The hour-long soak of 2026-12-04: livekit-server restarted, the page joined its room again, and the agent that
+    had answered there came back by itself (its own connection reconnected), with its conversation and nothing new
+    to say. The person waited for it to speak first and gave up after 30 s: 2 stuck pages the product did not have
+    (the page shows that agent listening under the transcript so far). An agent this person heard in this room
+    counts as heard; any other agent is waited for, as before."""
+    person = Person(session={"room": "lexvoz-x"}, known_agents=frozenset({"agente-a"}))
+    person._on_joined(an_agent("agente-a"))
+    assert person.greeted
+    person._on_joined(an_agent("agente-b"))
+    assert not person.greeted
+    stranger = Person(session={"room": "lexvoz-x"})  # heard nobody here: waits for the agent's first words
+    stranger._on_joined(an_agent("agente-a"))
+    assert not stranger.greeted
+
+
+async def test_the_page_rejoining_its_room_knows_the_agents_that_spoke_there(
+    http: aiohttp.ClientSession, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What the soak's page hands the person of the rejoined room: the agents heard in the old connection, only when
+    it is the same room (a refused token gives a fresh room, where nobody has spoken yet)."""
+    rooms = iter(["lexvoz-x", "lexvoz-y"])
+
+    async def from_page_service(_url: str, _http: Any, *, resume: str | None = None, **_: Any) -> Person:
+        person = Person(session={"room": next(rooms), "resume": "next"})
+
+        async def connect() -> None:
+            return None
+
+        person.connect = connect  # type: ignore[method-assign]
+        return person
+
+    monkeypatch.setattr(Person, "from_page_service", from_page_service)
+    page = Page(0, PeopleOptions(web_url="http://127.0.0.1:1"), http, random.Random(1))
+    for expected in (frozenset({"agente-a"}), frozenset()):
+        old = Person(session={"room": "lexvoz-x", "resume": "r1"}, spoken_to=True, heard=[("agente-a", "Hola")])
+        page.person = old
+        assert await page.rejoin(stop_at=time.monotonic() + 10)
+        assert page.person is not None and page.person.known_agents == expected

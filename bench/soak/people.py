@@ -197,11 +197,15 @@ class Page:
                 await asyncio.sleep(1)  # the person reads the message and presses Start again
         return False
 
-    async def _join(self, resume: str | None = None, *, greeted_room: str | None = None) -> None:
+    async def _join(
+        self, resume: str | None = None, *, greeted_room: str | None = None, heard: frozenset[str] = frozenset()
+    ) -> None:
         """`POST /api/session` (with `resume`, this tab's room again) and join it, watching the room as the page
-        does. `greeted_room`: the room an agent already spoke to this person in (the page's hello says so there)."""
+        does. `greeted_room`: the room an agent already spoke to this person in (the page's hello says so there);
+        `heard`: the agents that spoke to them there (`Person.known_agents`)."""
         person = await Person.from_page_service(self.opts.web_url, self.http, resume=resume)
         person.spoken_to = person.name == greeted_room
+        person.known_agents = heard if person.spoken_to else frozenset()
         person.room.on("disconnected", self._on_disconnected)
         person.room.on("participant_disconnected", self._on_left)
         self.person = person
@@ -231,11 +235,12 @@ class Page:
         resume = old.session.get("resume")
         # the page keeps it per room: the new agent hears it in the hello (a fresh room starts afresh)
         greeted_room = old.name if old.spoken_to else None
+        heard = frozenset(identity for identity, _line in old.heard)
         until = min(stop_at, time.monotonic() + REJOIN_WITHIN_S)
         while time.monotonic() < until:
             await asyncio.sleep(REJOIN_PAUSE_S)
             try:
-                await self._join(resume, greeted_room=greeted_room)
+                await self._join(resume, greeted_room=greeted_room, heard=heard)
                 return True
             except (RuntimeError, aiohttp.ClientError, TimeoutError, rtc.ConnectError):
                 if self.person is not None:
