@@ -552,12 +552,14 @@ def test_a_livekit_server_restart_mid_conversation_is_rejoined_without_a_new_sta
     assert r["pageErrors"] == [], why
 
 
-def test_a_livekit_server_killed_mid_conversation_is_rejoined_without_a_new_start(
+def test_a_livekit_server_killed_mid_conversation_comes_back_without_a_new_start(
     browser_stack: BrowserStack,
 ) -> None:
-    """livekit-server is killed (SIGKILL: it tells nobody) under a greeted conversation, and started again 2 s later.
-    The page hears no shutdown; livekit-client's own reconnect must bring the person back to an agent that answers,
-    without Start."""
+    """livekit-server is killed (SIGKILL: it tells nobody, as an out-of-memory kill) under a greeted conversation and
+    started again 2 s later. No SERVER_SHUTDOWN reaches anyone: livekit-client reconnects the page by itself (the
+    page shows the agent connecting, then listening), and the agent's own connection reconnects too, so the same
+    agent is back with its conversation and says nothing new. The person never presses Start, is not greeted again,
+    and a question typed after the restart is answered with sources."""
     signal_file = browser_stack.base / "greeted-crash"
     with browser_stack.worker("caida"), ThreadPoolExecutor(max_workers=1) as pool:
         script = pool.submit(
@@ -565,11 +567,11 @@ def test_a_livekit_server_killed_mid_conversation_is_rejoined_without_a_new_star
             browser_stack,
             "crash.mjs",
             browser_stack.silent_wav,
-            {"LEXVOZ_E2E_SIGNAL_FILE": str(signal_file), "LEXVOZ_E2E_SERVED_WITHIN_MS": "90000"},
+            {"LEXVOZ_E2E_SIGNAL_FILE": str(signal_file), "LEXVOZ_E2E_WATCH_MS": "20000"},
         )
         deadline = time.monotonic() + 120
         while not signal_file.exists() and not script.done() and time.monotonic() < deadline:
-            time.sleep(0.2)
+            time.sleep(0.2)  # the browser writes the file once the greeting shows
         if signal_file.exists():
             for child in [c for c in browser_stack.stack.children if c.name == "livekit-server"]:
                 child.proc.kill()
@@ -582,6 +584,8 @@ def test_a_livekit_server_killed_mid_conversation_is_rejoined_without_a_new_star
     why = run.explain(browser_stack)
     assert run.passed, why
     r = run.result
-    print(r)
-    assert r["line"] == RESUME_LINE, why
+    assert r["seen"][-1]["shown"] == "escuchando|", why  # back to listening, with no message to the person
+    assert STANDIN_GREETING not in r["agentLinesAfter"], why
     assert any("artículo 7" in c for c in r["citations"]), why
+    assert r["stateAfterStop"] == "inactivo", why
+    assert r["pageErrors"] == [], why
