@@ -511,6 +511,32 @@ LIVEKIT_DOWN_S = 2.0  # as the soak's fault: stopped (SIGTERM: it tells its part
 REJOINING_MESSAGE = "Se perdió la conexión con el servidor de voz. Reconectando…"  # web/src/App.tsx
 
 
+def livekit_server_down_mid_conversation(
+    browser_stack: BrowserStack, script_name: str, env: dict[str, str], *, kill: bool, worker: str
+) -> ScriptRun:
+    """Run `script_name` (which writes LEXVOZ_E2E_SIGNAL_FILE once the agent has greeted) and, at that signal, stop
+    livekit-server (SIGTERM: it tells its participants; or SIGKILL: it tells nobody), then start it again
+    LIVEKIT_DOWN_S later."""
+    signal_file = browser_stack.base / f"greeted-{script_name}"
+    with browser_stack.worker(worker), ThreadPoolExecutor(max_workers=1) as pool:
+        env = {"LEXVOZ_E2E_SIGNAL_FILE": str(signal_file), **env}
+        script = pool.submit(run_script, browser_stack, script_name, browser_stack.silent_wav, env)
+        deadline = time.monotonic() + 120
+        while not signal_file.exists() and not script.done() and time.monotonic() < deadline:
+            time.sleep(0.2)  # the browser writes the file once the greeting shows
+        if signal_file.exists():
+            if kill:
+                for child in [c for c in browser_stack.stack.children if c.name == "livekit-server"]:
+                    child.proc.kill()
+                    child.proc.wait(10)
+                    browser_stack.stack.children.remove(child)
+            else:
+                browser_stack.stack.stop_child("livekit-server")
+            time.sleep(LIVEKIT_DOWN_S)
+            browser_stack.stack._start_livekit()
+        return script.result()
+
+
 def test_a_livekit_server_restart_mid_conversation_is_rejoined_without_a_new_start(
     browser_stack: BrowserStack,
 ) -> None:
@@ -520,23 +546,9 @@ def test_a_livekit_server_restart_mid_conversation_is_rejoined_without_a_new_sta
     again) says its short line, not the greeting. The person never presses Start, keeps the transcript so far on
     the page, and is answered with sources.
     (An agent replaced in the same room, its process killed, is the same hello: tests/e2e/test_heartbeat_e2e.py.)"""
-    signal_file = browser_stack.base / "greeted-restart"
-    with browser_stack.worker("reinicio"), ThreadPoolExecutor(max_workers=1) as pool:
-        script = pool.submit(
-            run_script,
-            browser_stack,
-            "restart.mjs",
-            browser_stack.silent_wav,
-            {"LEXVOZ_E2E_SIGNAL_FILE": str(signal_file), "LEXVOZ_E2E_SERVED_WITHIN_MS": "90000"},
-        )
-        deadline = time.monotonic() + 120
-        while not signal_file.exists() and not script.done() and time.monotonic() < deadline:
-            time.sleep(0.2)  # the browser writes the file once the greeting shows
-        if signal_file.exists():
-            browser_stack.stack.stop_child("livekit-server")
-            time.sleep(LIVEKIT_DOWN_S)
-            browser_stack.stack._start_livekit()
-        run = script.result()
+    run = livekit_server_down_mid_conversation(
+        browser_stack, "restart.mjs", {"LEXVOZ_E2E_SERVED_WITHIN_MS": "90000"}, kill=False, worker="reinicio"
+    )
 
     why = run.explain(browser_stack)
     assert run.passed, why
@@ -560,26 +572,9 @@ def test_a_livekit_server_killed_mid_conversation_comes_back_without_a_new_start
     page shows the agent connecting, then listening), and the agent's own connection reconnects too, so the same
     agent is back with its conversation and says nothing new. The person never presses Start, is not greeted again,
     and a question typed after the restart is answered with sources."""
-    signal_file = browser_stack.base / "greeted-crash"
-    with browser_stack.worker("caida"), ThreadPoolExecutor(max_workers=1) as pool:
-        script = pool.submit(
-            run_script,
-            browser_stack,
-            "crash.mjs",
-            browser_stack.silent_wav,
-            {"LEXVOZ_E2E_SIGNAL_FILE": str(signal_file), "LEXVOZ_E2E_WATCH_MS": "20000"},
-        )
-        deadline = time.monotonic() + 120
-        while not signal_file.exists() and not script.done() and time.monotonic() < deadline:
-            time.sleep(0.2)  # the browser writes the file once the greeting shows
-        if signal_file.exists():
-            for child in [c for c in browser_stack.stack.children if c.name == "livekit-server"]:
-                child.proc.kill()
-                child.proc.wait(10)
-                browser_stack.stack.children.remove(child)
-            time.sleep(LIVEKIT_DOWN_S)
-            browser_stack.stack._start_livekit()
-        run = script.result()
+    run = livekit_server_down_mid_conversation(
+        browser_stack, "crash.mjs", {"LEXVOZ_E2E_WATCH_MS": "20000"}, kill=True, worker="caida"
+    )
 
     why = run.explain(browser_stack)
     assert run.passed, why

@@ -7,39 +7,24 @@
  * Env: see harness.mjs, plus LEXVOZ_E2E_SIGNAL_FILE (written once the greeting is on the page, when the test kills
  * livekit-server) and LEXVOZ_E2E_WATCH_MS (how long the page is watched before the person asks).
  */
-import { writeFileSync } from 'node:fs';
-
 import {
+  agentLines,
   agentState,
   askByChat,
   byTestId,
   check,
+  greetThenSignal,
   readCards,
   runScenario,
-  startSession,
   stopSession,
-  transcriptLines,
   waitForCompletedEntry,
 } from './harness.mjs';
 
 const QUESTION = '¿cuál es el idioma oficial de panamá?';
-const SIGNAL_FILE = process.env.LEXVOZ_E2E_SIGNAL_FILE;
 const WATCH_MS = Number(process.env.LEXVOZ_E2E_WATCH_MS || 20_000);
 
-const agentLines = async (page) =>
-  (await transcriptLines(page)).filter((l) => l.speaker === 'agent' && !l.interim).map((l) => l.text.trim());
-
 await runScenario('browser-e2e-crash', async (page, config) => {
-  check(Boolean(SIGNAL_FILE), 'LEXVOZ_E2E_SIGNAL_FILE is not set');
-  const started = await startSession(page, config);
-  const deadline = Date.now() + config.timeoutMs;
-  while ((await agentLines(page)).length === 0) {
-    check(Date.now() < deadline, 'no greeting on the page');
-    await page.waitForTimeout(200);
-  }
-  const before = (await agentLines(page)).length;
-  writeFileSync(SIGNAL_FILE, 'greeted\n');
-  const signalledAt = Date.now();
+  const { started, before, signalledAt } = await greetThenSignal(page, config, process.env.LEXVOZ_E2E_SIGNAL_FILE);
   // What the page shows on its own while livekit-server is gone and after it is back; then the person asks.
   const seen = [];
   while (Date.now() - signalledAt < WATCH_MS) {

@@ -14,7 +14,7 @@
  * Protocol with the caller: the last line of stdout is the JSON result (`ok`, plus what was seen);
  * the exit code is 0 only when every check passed. Diagnostics go to stderr.
  */
-import { mkdirSync, readFileSync, rmSync } from 'node:fs';
+import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { join, resolve } from 'node:path';
 
@@ -257,6 +257,30 @@ export async function transcriptLines(page) {
       text: li.querySelector('.line-text')?.textContent ?? '',
     })),
   );
+}
+
+/** The agent's finished lines on the page, as their text. */
+export async function agentLines(page) {
+  return (await transcriptLines(page)).filter((l) => l.speaker === 'agent' && !l.interim).map((l) => l.text.trim());
+}
+
+/**
+ * Start a session, wait for the agent's greeting, then write `signalFile` for the test to break something (it
+ * restarts or kills a program). Returns the session's start, the greeting, how many agent lines were on the page
+ * then (`before`) and when the signal was written.
+ */
+export async function greetThenSignal(page, config, signalFile) {
+  check(Boolean(signalFile), 'LEXVOZ_E2E_SIGNAL_FILE is not set');
+  const started = await startSession(page, config);
+  const deadline = Date.now() + config.timeoutMs;
+  let greeting;
+  while (!(greeting = (await agentLines(page))[0])) {
+    check(Date.now() < deadline, 'no greeting on the page');
+    await page.waitForTimeout(200);
+  }
+  const before = (await agentLines(page)).length;
+  writeFileSync(signalFile, 'greeted\n');
+  return { started, greeting, before, signalledAt: Date.now() };
 }
 
 // axe-core from the page's own devDependencies, evaluated in the page through the DevTools protocol

@@ -7,39 +7,23 @@
  * Env: see harness.mjs, plus LEXVOZ_E2E_SIGNAL_FILE: written once the greeting is on the page, which is when the
  * test restarts livekit-server. LEXVOZ_E2E_SERVED_WITHIN_MS bounds the wait for the new agent's line after that.
  */
-import { writeFileSync } from 'node:fs';
-
 import {
+  agentLines,
   askByChat,
   byTestId,
   check,
+  greetThenSignal,
   readCards,
   runScenario,
-  startSession,
   stopSession,
-  transcriptLines,
   waitForCompletedEntry,
 } from './harness.mjs';
 
 const QUESTION = '¿cuál es el idioma oficial de panamá?';
-const SIGNAL_FILE = process.env.LEXVOZ_E2E_SIGNAL_FILE;
 const SERVED_WITHIN_MS = Number(process.env.LEXVOZ_E2E_SERVED_WITHIN_MS || 90_000);
 
-const agentLines = async (page) =>
-  (await transcriptLines(page)).filter((l) => l.speaker === 'agent' && !l.interim).map((l) => l.text.trim());
-
 await runScenario('browser-e2e-restart', async (page, config) => {
-  check(Boolean(SIGNAL_FILE), 'LEXVOZ_E2E_SIGNAL_FILE is not set');
-  const started = await startSession(page, config);
-  const deadline = Date.now() + config.timeoutMs;
-  let greeting;
-  while (!(greeting = (await agentLines(page))[0])) {
-    check(Date.now() < deadline, 'no greeting on the page');
-    await page.waitForTimeout(200);
-  }
-  const before = (await agentLines(page)).length;
-  writeFileSync(SIGNAL_FILE, 'greeted\n');
-  const signalledAt = Date.now();
+  const { started, greeting, before, signalledAt } = await greetThenSignal(page, config, process.env.LEXVOZ_E2E_SIGNAL_FILE);
 
   // What the person reads while the page joins again; the transcript so far stays above the new room's lines.
   const notice = byTestId(page, 'session-notice');
