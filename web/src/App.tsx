@@ -185,7 +185,7 @@ export function App() {
       (research.citations ?? [])
         .filter((c) => c.seq > citationFloor)
         .map((c) => {
-        const card = citedSource(research.entries, c);
+          const card = citedSource(research.entries, c);
           return card ? { ...c, cardId: sourceCardId(card.callId, card.index) } : c;
         }),
     [research, citationFloor],
