@@ -196,7 +196,7 @@ export type RenewOutcome = { outcome: 'renewed'; ttlS: number } | { outcome: 're
  * restarting under it). A refused token (expired, spent, not ours) is forgotten; anything else (no network, the
  * service or livekit-server not answering, the person momentarily not in the room) keeps it for a later try.
  */
-export async function renewResume(signal?: AbortSignal): Promise<RenewOutcome> {
+export async function renewResume(): Promise<RenewOutcome> {
   const resume = storedResume();
   if (!resume) return { outcome: 'refused' };
   let response: Response;
@@ -207,10 +207,8 @@ export async function renewResume(signal?: AbortSignal): Promise<RenewOutcome> {
       body: JSON.stringify({ resume }),
       cache: 'no-store',
       credentials: 'same-origin',
-      signal,
     });
-  } catch (err) {
-    if (err instanceof DOMException && err.name === 'AbortError') throw err;
+  } catch {
     return { outcome: 'failed' };
   }
   if (response.status === 401 || response.status === 400) {
