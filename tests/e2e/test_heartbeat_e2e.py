@@ -102,6 +102,9 @@ async def test_a_killed_job_process_agent_is_replaced_before_livekit_server_woul
             await person.wait_until_listening(60)
             # The person was greeted by the first agent; the second one says it is back, not the whole greeting.
             first, second = dead, person.agent_identity
+            # The agent's state says listening as its audio ends; its line's words close their stream a moment
+            # later (livekit-server relays the attribute and the stream apart), so the line is waited for.
+            await person.wait_for(lambda: any(who == second for who, _ in person.heard), "the new agent's line", 10)
             assert [line for who, line in person.heard if who == first][:1] == [STANDIN_GREETING]
             assert [line for who, line in person.heard if who == second] == [RESUME_LINE]
             _started, outcome = await person.ask(typed=e2e_stack.question, within=60, exclude=set())
