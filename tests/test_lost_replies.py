@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -19,10 +20,11 @@ GREETING = "saluda"
 
 
 class PlayingSpeech:
-    """A reply still being played: done once `finish()` is called."""
+    """A reply still being played: done once `finish()` is called, or once interrupted."""
 
     def __init__(self) -> None:
         self._done = asyncio.Event()
+        self.interrupted = False
 
     def done(self) -> bool:
         return self._done.is_set()
@@ -31,6 +33,10 @@ class PlayingSpeech:
         await self._done.wait()
 
     def finish(self) -> None:
+        self._done.set()
+
+    def interrupt(self) -> None:
+        self.interrupted = True
         self._done.set()
 
 
@@ -45,6 +51,11 @@ class ScriptedSession:
 
     def generate_reply(self, *, instructions: str) -> None:
         self.asked.append(instructions)
+
+    def agent_state(self, state: str) -> None:
+        """`agent_state_changed`, as the framework emits it."""
+        for callback in self.handlers.get("agent_state_changed", []):
+            callback(SimpleNamespace(new_state=state))
 
 
 class Link:
@@ -242,5 +253,130 @@ async def test_a_turn_whose_answer_began_and_finished_owes_nothing() -> None:
     link.emit("input_speech_stopped")
     link.response("completed")
     link.reconnected()
+    await settle()
+    assert session.asked == []
+
+
+# -- the agent's own room connection --------------------------------------------------------------------
+
+
+class Room:
+    """The agent's `rtc.Room`: its connection's events, as livekit's SDK emits them."""
+
+    def __init__(self, lost: LostReplies) -> None:
+        self.handlers: dict[str, list[Callable[..., Any]]] = {}
+        lost.watch_room(self)  # type: ignore[arg-type]
+
+    def on(self, event: str, callback: Callable[..., Any]) -> None:
+        self.handlers.setdefault(event, []).append(callback)
+
+    def off(self, event: str, callback: Callable[..., Any]) -> None:
+        self.handlers[event].remove(callback)
+
+    def emit(self, event: str, *args: Any) -> None:
+        for callback in list(self.handlers.get(event, [])):
+            callback(*args)
+
+    def full_reconnect(self, *, republished_first: bool = False) -> None:
+        """The connection rebuilt from scratch (livekit-server restarted or killed): the SDK republishes the
+        agent's track and reports the room back."""
+        self.emit("reconnecting")
+        if republished_first:
+            self.emit("local_track_republished", object(), "TR_old")
+        self.emit("reconnected")
+        if not republished_first:
+            self.emit("local_track_republished", object(), "TR_old")
+
+
+def answering(session: ScriptedSession, lost: LostReplies) -> PlayingSpeech:
+    """The person asked and the agent is speaking its answer."""
+    lost.user_took_turn()
+    session.current_speech = speech = PlayingSpeech()
+    session.agent_state("speaking")
+    return speech
+
+
+@pytest.mark.parametrize("republished_first", [False, True])
+async def test_an_answer_spoken_while_the_room_connection_was_rebuilt_is_cut_and_asked_again(
+    republished_first: bool,
+) -> None:
+    session, lost, _link = rig()
+    room = Room(lost)
+    speech = answering(session, lost)
+    room.full_reconnect(republished_first=republished_first)
+    await settle()
+    assert speech.interrupted  # its rest would follow a start the person never heard
+    assert session.asked == [REANSWER]
+
+
+async def test_a_reply_begun_while_the_room_was_down_is_lost_too() -> None:
+    session, lost, _link = rig()
+    room = Room(lost)
+    lost.user_took_turn()
+    session.agent_state("thinking")
+    room.emit("reconnecting")
+    session.current_speech = PlayingSpeech()
+    session.agent_state("speaking")  # the answer began into the cut connection
+    session.agent_state("listening")  # and ended there
+    session.current_speech.finish()
+    room.emit("reconnected")
+    room.emit("local_track_republished", object(), "TR_old")
+    await settle()
+    assert session.asked == [REANSWER]
+
+
+async def test_a_greeting_spoken_into_a_cut_room_connection_is_said_again() -> None:
+    session, lost, _link = rig(greeting=None)
+    room = Room(lost)
+    lost.greet("RESUME")
+    session.current_speech = PlayingSpeech()
+    session.agent_state("speaking")
+    room.full_reconnect()
+    await settle()
+    assert session.asked == ["RESUME", "RESUME"]
+
+
+async def test_a_resumed_room_connection_kept_its_media_and_loses_nothing() -> None:
+    """A resume (the signalling reconnected, the media path kept: no track republished) played the reply."""
+    session, lost, _link = rig()
+    room = Room(lost)
+    speech = answering(session, lost)
+    room.emit("reconnecting")
+    room.emit("reconnected")
+    await settle()
+    assert not speech.interrupted
+    assert session.asked == []
+
+
+async def test_a_room_cut_while_the_agent_listened_owes_nothing() -> None:
+    session, lost, _link = rig()
+    room = Room(lost)
+    lost.user_took_turn()
+    session.agent_state("speaking")
+    session.agent_state("listening")  # the answer was over before the cut
+    room.full_reconnect()
+    await settle()
+    assert session.asked == []
+
+
+async def test_speech_after_the_room_is_back_is_not_counted_as_unheard() -> None:
+    session, lost, _link = rig()
+    room = Room(lost)
+    lost.user_took_turn()
+    room.emit("reconnecting")
+    room.emit("reconnected")
+    session.agent_state("speaking")  # heard: the room is back
+    room.emit("local_track_republished", object(), "TR_old")
+    await settle()
+    assert session.asked == []
+
+
+async def test_a_closed_conversation_stops_watching_its_room() -> None:
+    session, lost, _link = rig()
+    room = Room(lost)
+    lost.close()
+    assert all(not callbacks for callbacks in room.handlers.values())
+    answering(session, lost)
+    room.full_reconnect()
     await settle()
     assert session.asked == []

@@ -9,6 +9,7 @@ import logging
 from collections.abc import AsyncGenerator, AsyncIterable
 from typing import Any
 
+from livekit import rtc
 from livekit.agents import Agent, AgentSession, ModelSettings, RunContext, ToolError, ToolResult, function_tool, llm
 from livekit.agents.types import TimedString
 from livekit.agents.voice import SpeechHandle
@@ -71,11 +72,19 @@ DROPPED_CALL_GRACE_S = 1.0
 class LexvozAgent(Agent):
     """Speaks through the realtime model; researches only through its ResearchSession."""
 
-    def __init__(self, research: ResearchSession, *, greet: bool = True, page: PageHello | None = None) -> None:
+    def __init__(
+        self,
+        research: ResearchSession,
+        *,
+        greet: bool = True,
+        page: PageHello | None = None,
+        room: rtc.Room | None = None,
+    ) -> None:
         super().__init__(instructions=INSTRUCTIONS)
         self.research = research
         self._greet = greet
         self._page = page  # None: no page to ask (tests, tools); the greeting goes out at once
+        self._room = room  # None: no room connection to watch for cuts (tests, tools)
         self._background: set[asyncio.Task[None]] = set()
         self._correction: SpeechHandle | None = None
         self._lost_replies: LostReplies | None = None
@@ -90,6 +99,8 @@ class LexvozAgent(Agent):
         if rt is not None:
             rt.on("input_speech_started", self._on_speech_started)
             self._lost_replies.watch(rt)
+        if self._room is not None:
+            self._lost_replies.watch_room(self._room)
         if not self._greet:
             return
         resumed = self._page is not None and await self._page.resumed()

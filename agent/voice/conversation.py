@@ -266,7 +266,7 @@ def build_conversation(
         if vad is not None
         else AgentSession(llm=model, vad=None, turn_handling=TurnHandlingOptions(turn_detection="realtime_llm"))
     )
-    agent = LexvozAgent(research, greet=greet, page=page)
+    agent = LexvozAgent(research, greet=greet, page=page, room=room)
     room_options = RoomOptions(
         text_input=TextInputOptions(text_input_cb=make_text_input_cb(agent)),
         text_output=TextOutputOptions(sync_transcription=settings.transcript_pacing == "framework"),

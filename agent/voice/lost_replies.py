@@ -22,15 +22,25 @@ taken a turn yet, otherwise an answer to their last turn, with a short apology f
 spoke or typed after the loss (that turn is answered instead), nor when the model finished a response meanwhile
 (the framework carried on by itself: a call that had arrived before the cut runs its tool and gets its spoken
 reply), nor once the conversation is over, and at most `attempts` times in a row without a finished response.
+
+The agent's own link to the room can be cut too: livekit-server restarted or killed under the conversation, and
+livekit's SDK reconnects the agent to the same room by itself, with its conversation. When that reconnect had to
+rebuild the media path (a full reconnect: the SDK republishes the agent's audio track), whatever the agent said
+between the cut and the reconnect was played into a connection that no longer reached anyone, and the framework,
+which counts it as said, then listens. A reply the agent spoke in that window is lost the same way: the rest of
+it, if still playing, is cut, and it is asked for again. A reconnect that only resumed the signalling keeps the
+media path and loses nothing, so it is not counted.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from livekit import rtc
 from livekit.agents import AgentSession
 from livekit.agents.voice import SpeechHandle
 
@@ -78,13 +88,27 @@ class LostReplies:
         self._user_turns = 0
         self._reask: asyncio.Task[None] | None = None
         self.ended = False
+        self._agent_speaking = False
+        self._room_down = False  # the agent's room connection is reconnecting
+        self._room_back = False  # ... and has reconnected since it last went down
+        self._media_rebuilt = False  # ... by a full reconnect (its audio track republished)
+        self._unheard = False  # the agent spoke while its room connection was down
+        self._room: rtc.Room | None = None
         session.on("speech_created", self._on_speech_created)
+        session.on("agent_state_changed", self._on_agent_state)
 
     def watch(self, rt_session: _Emitter) -> None:
         rt_session.on("openai_server_event_received", self._on_model_event)
         rt_session.on("session_reconnected", self._on_link_restored)
         rt_session.on("input_speech_started", self._on_input_speech_started)
         rt_session.on("input_speech_stopped", self._on_input_speech_stopped)
+
+    def watch_room(self, room: rtc.Room) -> None:
+        """The agent's own connection to its room (`rtc.Room`): a reply spoken while it was down went nowhere."""
+        self._room = room
+        room.on("reconnecting", self._on_room_down)
+        room.on("reconnected", self._on_room_back)
+        room.on("local_track_republished", self._on_media_rebuilt)
 
     def greet(self, instructions: str) -> None:
         """Open the conversation with `instructions` (the greeting, or the line for a person greeted before); a
@@ -104,6 +128,12 @@ class LostReplies:
         self.ended = True
         if self._reask is not None:
             self._reask.cancel()
+        if self._room is not None:
+            room, self._room = self._room, None
+            with contextlib.suppress(Exception):  # already removed
+                room.off("reconnecting", self._on_room_down)
+                room.off("reconnected", self._on_room_back)
+                room.off("local_track_republished", self._on_media_rebuilt)
 
     # -- what the model and the framework report --------------------------------------------------------
 
@@ -133,6 +163,36 @@ class LostReplies:
             self._lost("a response cut by a reconnection")
         elif unanswered:
             self._lost("a turn the model had not answered when the link dropped")
+
+    def _on_agent_state(self, event: Any) -> None:
+        self._agent_speaking = getattr(event, "new_state", None) == "speaking"
+        if self._agent_speaking and self._room_down:
+            self._unheard = True
+
+    # -- what the agent's room connection reports (`watch_room`) ------------------------------------------
+
+    def _on_room_down(self, *_args: Any) -> None:
+        self._room_down, self._room_back, self._media_rebuilt = True, False, False
+        self._unheard = self._agent_speaking
+
+    def _on_room_back(self, *_args: Any) -> None:
+        self._room_down, self._room_back = False, True
+        self._check_room_cut()
+
+    def _on_media_rebuilt(self, *_args: Any) -> None:
+        self._media_rebuilt = True
+        self._check_room_cut()
+
+    def _check_room_cut(self) -> None:
+        """Once the room is back and its media path was rebuilt, in whichever order the SDK reports the two."""
+        if not (self._room_back and self._media_rebuilt and self._unheard):
+            return
+        self._unheard = False
+        speech = self._session.current_speech
+        if speech is not None and not speech.done():
+            with contextlib.suppress(RuntimeError):  # a reply that may not be interrupted plays to its end
+                speech.interrupt()  # the rest of a reply whose start the person did not hear
+        self._lost("a reply spoken while the agent's room connection was down")
 
     def _on_speech_created(self, event: Any) -> None:
         handle = getattr(event, "speech_handle", None)

@@ -265,9 +265,10 @@ export async function agentLines(page) {
 }
 
 /**
- * Start a session, wait for the agent's greeting, then write `signalFile` for the test to break something (it
- * restarts or kills a program). Returns the session's start, the greeting, how many agent lines were on the page
- * then (`before`) and when the signal was written.
+ * Start a session, wait for the agent's greeting and for the agent to listen, then write `signalFile` for the test
+ * to break something (it restarts or kills a program) in a conversation at rest: a reply the break cuts mid-word
+ * is said again, which tests/e2e/test_room_cut_e2e.py checks. Returns the session's start, the greeting, how many
+ * agent lines were on the page then (`before`) and when the signal was written.
  */
 export async function greetThenSignal(page, config, signalFile) {
   check(Boolean(signalFile), 'LEXVOZ_E2E_SIGNAL_FILE is not set');
@@ -278,6 +279,7 @@ export async function greetThenSignal(page, config, signalFile) {
     check(Date.now() < deadline, 'no greeting on the page');
     await page.waitForTimeout(200);
   }
+  await waitForAgentState(page, ['escuchando'], Math.max(deadline - Date.now(), 1));
   const before = (await agentLines(page)).length;
   writeFileSync(signalFile, 'greeted\n');
   return { started, greeting, before, signalledAt: Date.now() };
