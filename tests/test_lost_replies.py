@@ -286,6 +286,7 @@ class Room:
         self.emit("reconnected")
         if not republished_first:
             self.emit("local_track_republished", object(), "TR_old")
+        self.emit("local_track_subscribed", object())  # the person is back and hears the agent
 
 
 def answering(session: ScriptedSession, lost: LostReplies) -> PlayingSpeech:
@@ -321,6 +322,7 @@ async def test_a_reply_begun_while_the_room_was_down_is_lost_too() -> None:
     session.current_speech.finish()
     room.emit("reconnected")
     room.emit("local_track_republished", object(), "TR_old")
+    room.emit("local_track_subscribed", object())
     await settle()
     assert session.asked == [REANSWER]
 
@@ -380,3 +382,18 @@ async def test_a_closed_conversation_stops_watching_its_room() -> None:
     room.full_reconnect()
     await settle()
     assert session.asked == []
+
+
+async def test_the_reply_waits_until_the_person_hears_the_agent_again() -> None:
+    """The person's connection comes back after the agent's: asked for before, the reply would be lost again."""
+    session, lost, _link = rig()
+    room = Room(lost)
+    answering(session, lost)
+    room.emit("reconnecting")
+    room.emit("reconnected")
+    room.emit("local_track_republished", object(), "TR_old")
+    await settle()
+    assert session.asked == []
+    room.emit("local_track_subscribed", object())
+    await settle()
+    assert session.asked == [REANSWER]

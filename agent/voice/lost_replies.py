@@ -93,6 +93,7 @@ class LostReplies:
         self._room_back = False  # ... and has reconnected since it last went down
         self._media_rebuilt = False  # ... by a full reconnect (its audio track republished)
         self._unheard = False  # the agent spoke while its room connection was down
+        self._heard_again = asyncio.Event()  # someone subscribed to the agent's audio since the connection went down
         self._room: rtc.Room | None = None
         session.on("speech_created", self._on_speech_created)
         session.on("agent_state_changed", self._on_agent_state)
@@ -109,6 +110,7 @@ class LostReplies:
         room.on("reconnecting", self._on_room_down)
         room.on("reconnected", self._on_room_back)
         room.on("local_track_republished", self._on_media_rebuilt)
+        room.on("local_track_subscribed", self._on_track_subscribed)
 
     def greet(self, instructions: str) -> None:
         """Open the conversation with `instructions` (the greeting, or the line for a person greeted before); a
@@ -134,6 +136,7 @@ class LostReplies:
                 room.off("reconnecting", self._on_room_down)
                 room.off("reconnected", self._on_room_back)
                 room.off("local_track_republished", self._on_media_rebuilt)
+                room.off("local_track_subscribed", self._on_track_subscribed)
 
     # -- what the model and the framework report --------------------------------------------------------
 
@@ -174,6 +177,7 @@ class LostReplies:
     def _on_room_down(self, *_args: Any) -> None:
         self._room_down, self._room_back, self._media_rebuilt = True, False, False
         self._unheard = self._agent_speaking
+        self._heard_again = asyncio.Event()
 
     def _on_room_back(self, *_args: Any) -> None:
         self._room_down, self._room_back = False, True
@@ -182,6 +186,9 @@ class LostReplies:
     def _on_media_rebuilt(self, *_args: Any) -> None:
         self._media_rebuilt = True
         self._check_room_cut()
+
+    def _on_track_subscribed(self, *_args: Any) -> None:
+        self._heard_again.set()
 
     def _check_room_cut(self) -> None:
         """Once the room is back and its media path was rebuilt, in whichever order the SDK reports the two."""
@@ -192,7 +199,9 @@ class LostReplies:
         if speech is not None and not speech.done():
             with contextlib.suppress(RuntimeError):  # a reply that may not be interrupted plays to its end
                 speech.interrupt()  # the rest of a reply whose start the person did not hear
-        self._lost("a reply spoken while the agent's room connection was down")
+        # The person's own connection comes back on its own schedule, often after the agent's: the reply is asked
+        # for again once someone listens to the agent's (republished) audio, not into a room they are not back in.
+        self._lost("a reply spoken while the agent's room connection was down", after=self._heard_again)
 
     def _on_speech_created(self, event: Any) -> None:
         handle = getattr(event, "speech_handle", None)
@@ -206,7 +215,7 @@ class LostReplies:
 
     # -- asking again ------------------------------------------------------------------------------------
 
-    def _lost(self, cause: str, *, rehear: bool = False) -> None:
+    def _lost(self, cause: str, *, rehear: bool = False, after: asyncio.Event | None = None) -> None:
         if self.ended or (self._reask is not None and not self._reask.done()):
             return  # over, or already being asked for again
         if self._user_turns == 0 and self._greeting is None:
@@ -217,10 +226,14 @@ class LostReplies:
             return
         logger.warning("reply lost (%s); asking for it again", cause)
         self._reask = asyncio.get_running_loop().create_task(
-            self._ask_again(self._user_turns, self._completed, rehear=rehear)
+            self._ask_again(self._user_turns, self._completed, rehear=rehear, after=after)
         )
 
-    async def _ask_again(self, turns_at_loss: int, completed_at_loss: int, *, rehear: bool) -> None:
+    async def _ask_again(
+        self, turns_at_loss: int, completed_at_loss: int, *, rehear: bool, after: asyncio.Event | None = None
+    ) -> None:
+        if after is not None:
+            await after.wait()
         if rehear:
             await asyncio.sleep(REHEAR_AFTER_S)
         # What is still being said (the rest of a cut reply's audio, a reply the framework queued) goes first.
