@@ -26,6 +26,7 @@ import hashlib
 import os
 import shutil
 import socket
+import time
 from collections.abc import Generator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -221,6 +222,23 @@ def pytest_runtest_makereport(
         for running in {id(v): v for v in getattr(item, "funcargs", {}).values() if isinstance(v, E2EStack)}.values():
             report.sections.append(("lexvoz stack logs", running.log_tails()))
     return report
+
+
+LIVEKIT_DOWN_S = 2.0  # as the soak's fault: livekit-server down this long, then started again
+
+
+def take_livekit_down(stack: Stack, *, kill: bool, down_s: float = LIVEKIT_DOWN_S) -> None:
+    """Stop livekit-server (SIGTERM: it tells its participants; or SIGKILL: it tells nobody), then start it again
+    `down_s` later on the same port. Blocks: from a test's event loop, run it in a thread."""
+    if kill:
+        for child in [c for c in stack.children if c.name == "livekit-server"]:
+            child.proc.kill()
+            child.proc.wait(10)
+            stack.children.remove(child)
+    else:
+        stack.stop_child("livekit-server")
+    time.sleep(down_s)
+    stack._start_livekit()
 
 
 def livekit_rooms(stack: E2EStack) -> LiveKitRooms:

@@ -62,7 +62,7 @@ from .browser import (
     tracebacks,
     write_wav,
 )
-from .conftest import _save_index, _seed_index, livekit_port, log_tails
+from .conftest import _save_index, _seed_index, livekit_port, log_tails, take_livekit_down
 
 pytestmark = pytest.mark.e2e
 
@@ -507,16 +507,14 @@ def test_a_person_who_finds_every_agent_busy_is_told_and_then_served(browser_sta
 # --------------------------------------------------------------------------------------------------
 # livekit-server restarts mid-conversation: the page joins its room again, and is not greeted again
 
-LIVEKIT_DOWN_S = 2.0  # as the soak's fault: stopped (SIGTERM: it tells its participants), then started again
 REJOINING_MESSAGE = "Se perdió la conexión con el servidor de voz. Reconectando…"  # web/src/App.tsx
 
 
 def livekit_server_down_mid_conversation(
     browser_stack: BrowserStack, script_name: str, env: dict[str, str], *, kill: bool, worker: str
 ) -> ScriptRun:
-    """Run `script_name` (which writes LEXVOZ_E2E_SIGNAL_FILE once the agent has greeted) and, at that signal, stop
-    livekit-server (SIGTERM: it tells its participants; or SIGKILL: it tells nobody), then start it again
-    LIVEKIT_DOWN_S later."""
+    """Run `script_name` (which writes LEXVOZ_E2E_SIGNAL_FILE once the agent has greeted and listens) and, at that
+    signal, take livekit-server down and up again (`take_livekit_down`: stopped, or killed with `kill`)."""
     signal_file = browser_stack.base / f"greeted-{script_name}"
     with browser_stack.worker(worker), ThreadPoolExecutor(max_workers=1) as pool:
         env = {"LEXVOZ_E2E_SIGNAL_FILE": str(signal_file), **env}
@@ -525,15 +523,7 @@ def livekit_server_down_mid_conversation(
         while not signal_file.exists() and not script.done() and time.monotonic() < deadline:
             time.sleep(0.2)  # the browser writes the file once the greeting shows
         if signal_file.exists():
-            if kill:
-                for child in [c for c in browser_stack.stack.children if c.name == "livekit-server"]:
-                    child.proc.kill()
-                    child.proc.wait(10)
-                    browser_stack.stack.children.remove(child)
-            else:
-                browser_stack.stack.stop_child("livekit-server")
-            time.sleep(LIVEKIT_DOWN_S)
-            browser_stack.stack._start_livekit()
+            take_livekit_down(browser_stack.stack, kill=kill)
         return script.result()
 
 

@@ -9,33 +9,21 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 from collections.abc import Iterator
 
 import aiohttp
 import pytest
 
 from realtime_standin.policy import FOLLOW_UP_REPLY
-from tests.e2e.conftest import E2EStack, running_stack
+from tests.e2e.conftest import E2EStack, running_stack, take_livekit_down
 from tests.person import AGENT_STATE_ATTRIBUTE, Person
 
 pytestmark = pytest.mark.e2e
-
-LIVEKIT_DOWN_S = 2.0
 
 
 @pytest.fixture(scope="module")
 def e2e_stack(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[E2EStack]:
     yield from running_stack(request, tmp_path_factory)
-
-
-def _kill_and_restart_livekit(stack: E2EStack) -> None:
-    for child in [c for c in stack.stack.children if c.name == "livekit-server"]:
-        child.proc.kill()
-        child.proc.wait(10)
-        stack.stack.children.remove(child)
-    time.sleep(LIVEKIT_DOWN_S)
-    stack.stack._start_livekit()
 
 
 def _agent_state(person: Person) -> str | None:
@@ -58,7 +46,7 @@ async def test_an_answer_cut_by_a_killed_livekit_server_is_answered_again_by_the
             await person.wait_for(lambda: _agent_state(person) == "speaking", "the answer being spoken", 30)
             heard_before = len(person.heard)
 
-            await asyncio.to_thread(_kill_and_restart_livekit, e2e_stack)
+            await asyncio.to_thread(take_livekit_down, e2e_stack.stack, kill=True)
 
             # The same agent comes back by its own reconnect and says something new. The stand-in cannot follow
             # the request to apologise and answer again (it answers any instruction it cannot follow, after an
