@@ -157,6 +157,7 @@ def combine_rounds(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
         combined["answers_without_evidence"] = dict(kinds)
         combined["errors"] = [e for r in runs for e in r.get("errors", [])][:10]
         combined["programs"] = {}  # each round's own are in `per_round`
+        combined.pop("join_steps", None)  # likewise: a join's steps are not combined across rounds
         combined.pop("round", None)
     combined["rounds"] = len(runs)
     return combined
@@ -231,6 +232,25 @@ class Outcome:
         self.waited = False
         self.heard_at: float | None = None  # monotonic: the agent hears this person from here on
         self.left_at: float | None = None  # monotonic: done (in a queue, the person leaves now)
+        self.join_steps: dict[str, float] = {}  # seconds from asking for a session to each step of the join
+
+
+JOIN_STEPS = ("session", "in_room", "agent_joined", "mic_subscribed", "agent_started", "model_connected")
+
+
+def join_steps(outcomes: list[Outcome]) -> dict[str, dict[str, float]]:
+    """Where a join's time goes: for each step, p50 and p95 of the seconds from asking for a session to that step.
+
+    `session` (the page service answered), `in_room` (the person's connection is up), `agent_joined`,
+    `mic_subscribed` (the agent takes the person's audio), `agent_started` (its session is past initializing),
+    `model_connected` (Lexvoz's voice model is connected; the bare agent has no such sign). Only people who
+    were heard count, and only steps reached by the moment they were."""
+    figures: dict[str, dict[str, float]] = {}
+    for step in JOIN_STEPS:
+        times = [o.join_steps[step] for o in outcomes if step in o.join_steps]
+        if times:
+            figures[step] = {"p50_s": round(percentile(times, 50), 2), "p95_s": round(percentile(times, 95), 2)}
+    return figures
 
 
 def conversation_minutes(outcomes: list[Outcome], window_end: float) -> float:
@@ -264,12 +284,14 @@ async def one_person(
     t0 = time.monotonic()
     try:
         person = await Person.from_page_service(web_url, http, lexvoz=variant == "lexvoz")
+        out.join_steps["session"] = time.monotonic() - t0
         await asyncio.wait_for(person.connect(), timeout_s)
         if queue_wait_s is not None:
             out.waited = await person.wait_for_agent(web_url, http, queue_wait_s) > 0
         await person.wait_until_heard(timeout_s)
         out.heard_at = time.monotonic()
         out.listen_s = out.heard_at - t0
+        out.join_steps.update({step: at - t0 for step, at in person.first_at.items() if at <= out.heard_at})
         await person.wait_until_listening(timeout_s)
         out.greeted_s = time.monotonic() - t0
         seen: set[str] = set()
@@ -399,6 +421,7 @@ async def drive(
         "listen_p95_s": round(percentile(listen, 95), 2) if listen else None,
         "greeted_p50_s": round(percentile(greeted, 50), 2) if greeted else None,
         "greeted_p95_s": round(percentile(greeted, 95), 2) if greeted else None,
+        "join_steps": join_steps(outcomes),
         "tool_p50_ms": round(percentile(tools, 50), 1) if tools else None,
         "tool_p95_ms": round(percentile(tools, 95), 1) if tools else None,
         "worker_processes": len(workers),

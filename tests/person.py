@@ -164,6 +164,10 @@ class Person:
     lexvoz: bool = True  # False: the agent is the bare baseline (no Lexvoz attributes, no evidence)
     agent_states: list[tuple[float, str]] = field(default_factory=list)  # (monotonic, lk.agent.state) as changed
     heartbeat_at: float | None = None  # when the agent's latest new sign of life arrived (monotonic); None: none yet
+    # When each step of joining first happened (monotonic), for the load benchmark's breakdown of a join: "in_room"
+    # (our connection is up), "agent_joined", "mic_subscribed", "agent_started" (its state is past initializing),
+    # "model_connected" (Lexvoz's voice model attribute).
+    first_at: dict[str, float] = field(default_factory=dict)
     _silence_timer: asyncio.TimerHandle | None = None
     _signal: asyncio.Event = field(default_factory=asyncio.Event)
     _readers: set[asyncio.Task[None]] = field(default_factory=set)
@@ -240,6 +244,7 @@ class Person:
 
     async def connect(self) -> None:
         await self.room.connect(self.session["url"], self.session["token"])
+        self._mark("in_room")
         for participant in self.room.remote_participants.values():
             self._on_joined(participant)
         await self.mic.publish(self.room)
@@ -254,6 +259,9 @@ class Person:
 
     # -- what arrives ---------------------------------------------------------------------------
 
+    def _mark(self, step: str) -> None:
+        self.first_at.setdefault(step, time.monotonic())
+
     def _poke(self) -> None:
         self._signal.set()
         self._signal = asyncio.Event()
@@ -267,9 +275,14 @@ class Person:
                 self.greeted = participant.identity in self.known_agents
                 self.heartbeat_at = None
                 self.agent_joined_at = time.monotonic()
+                self._mark("agent_joined")
                 self._track(asyncio.create_task(self._say_hello(participant.identity)))
             self.agent_identity = participant.identity
             self.agent_left = False
+            if participant.attributes.get(AGENT_STATE_ATTRIBUTE, "initializing") != "initializing":
+                self._mark("agent_started")
+            if participant.attributes.get(MODEL_ATTRIBUTE) == "connected":
+                self._mark("model_connected")
             if HEARTBEAT_ATTRIBUTE in participant.attributes and self.heartbeat_at is None:
                 self._heartbeat_arrived()
         self._poke()
@@ -295,6 +308,10 @@ class Person:
         state = changed.get(AGENT_STATE_ATTRIBUTE)
         if state is not None and participant.identity == self.agent_identity:
             self.agent_states.append((time.monotonic(), state))
+            if state != "initializing":
+                self._mark("agent_started")
+        if changed.get(MODEL_ATTRIBUTE) == "connected" and participant.identity == self.agent_identity:
+            self._mark("model_connected")
         if HEARTBEAT_ATTRIBUTE in changed and participant.identity == self.agent_identity:
             self._heartbeat_arrived()
         self._poke()
@@ -306,6 +323,7 @@ class Person:
 
     def _on_mic_subscribed(self, _track: rtc.Track) -> None:
         self.mic_subscribed = True  # only the agent subscribes to our microphone
+        self._mark("mic_subscribed")
         self._poke()
 
     def _on_data(self, packet: rtc.DataPacket) -> None:

@@ -25,6 +25,23 @@ def test_conversation_minutes_count_only_the_time_an_agent_heard_each_person() -
     assert conversation_minutes(people, window_end=250.0) == pytest.approx((60 + 240 + 200) / 60)
 
 
+def test_a_join_s_steps_are_percentiles_over_the_people_who_reached_each_step() -> None:
+    from bench.load import join_steps
+
+    people = []
+    for i in range(1, 11):
+        out = Outcome(i)
+        out.join_steps = {"session": 0.1 * i, "in_room": 0.5 * i, "agent_joined": 1.0 * i}
+        if i <= 4:  # only the first four got as far as the model's connection
+            out.join_steps["model_connected"] = 2.0 * i
+        people.append(out)
+    people.append(Outcome(99))  # never heard: no steps at all
+    figures = join_steps(people)
+    assert list(figures) == ["session", "in_room", "agent_joined", "model_connected"]  # in the order of a join
+    assert figures["agent_joined"] == {"p50_s": 5.0, "p95_s": 10.0}  # observed values (nearest rank)
+    assert figures["model_connected"]["p95_s"] == 8.0  # over the four who reached it
+
+
 # -- the bare baseline: order of the rounds, their combination, the ratios --------------------------------------
 
 
