@@ -194,6 +194,37 @@ async def test_greeting_works_while_the_mcp_server_is_down(
     assert rig.messages == []
 
 
+async def test_the_greeting_does_not_wait_for_livekit_server_to_answer_the_agent_s_first_attributes(
+    standin: RealtimeStandIn, http: aiohttp.ClientSession, mcp: FakeMcpServer
+) -> None:
+    """With ten people joining at once livekit-server took up to 0.6 s to answer that write; the session's start,
+    and with it the voice model's connection and the greeting, had waited for it."""
+    answer = asyncio.Event()
+    room_writes: list[dict[str, str]] = []  # in the order livekit-server receives them: as each write is issued
+
+    async def slow_server(attributes: dict[str, str]) -> None:
+        room_writes.append(dict(attributes))
+        if len(room_writes) == 1:
+            await answer.wait()  # the first write is not answered until the greeting was heard
+
+    room = mocked_room()
+    room.local_participant.set_attributes.side_effect = slow_server
+    gateway = McpGateway(GatewayOptions(url=mcp.url, call_timeout_s=8, connect_timeout_s=2, retry_delay_s=0.01))
+    conversation = build_conversation(room, conversation_settings(standin), gateway=gateway, http_session=http)
+    with fake_job(room):
+        try:
+            await asyncio.wait_for(conversation.start(), 10)
+            done = await standin.wait_for_server_event("response.output_audio_transcript.done", timeout=10)
+            assert done["transcript"] == GREETING
+            assert conversation.first_write is not None and not conversation.first_write.done()  # still unanswered
+            assert room_writes[0]["lexvoz.model"] == "connecting"  # issued first...
+            assert any(w.get("lexvoz.model") == "connected" for w in room_writes[1:])  # ...and the newer after it
+        finally:
+            answer.set()
+            await conversation.session.aclose()
+            await gateway.aclose()
+
+
 def _page_says(rig: Rig, resumed: bool, *, sender_kind: int = rtc.ParticipantKind.PARTICIPANT_KIND_STANDARD) -> None:
     """The page's hello as the room delivers it (`data_received`, topic `lexvoz.page`)."""
     listener = next(c.args[1] for c in rig.room.on.call_args_list if c.args[0] == "data_received")

@@ -7,7 +7,6 @@ Realtime stand-in, with no LiveKit server.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -150,6 +149,7 @@ class Conversation:
     pacer: TranscriptPacer | None = None
     # The agent's sign of life in the room (`lexvoz.heartbeat`), so a dead worker's agent can be told apart.
     heartbeat: Heartbeat | None = None
+    first_write: asyncio.Task[None] | None = None  # the agent's first attributes (mode, model link, heartbeat)
     warm_up: asyncio.Task[None] | None = None
     time_limit: asyncio.Task[None] | None = None
     ended: asyncio.Event = field(default_factory=asyncio.Event)
@@ -162,10 +162,17 @@ class Conversation:
         """Join the session to the room. `on_end(reason)` runs once, when the conversation is over and the
         room has been told why (the worker ends its job there instead of idling in the room)."""
         self._on_end = on_end
-        with contextlib.suppress(Exception):
-            await self.room.local_participant.set_attributes(
-                {**self.room_attributes(), **(self.heartbeat.attributes() if self.heartbeat is not None else {})}
-            )
+        # Not awaited: livekit-server's answer took 35 ms on an idle host and up to 0.6 s with ten people joining
+        # at once, and the voice model's connection need not wait for it. Created before anything else that
+        # writes these keys (the model link's writes follow server events, the heartbeat's a period later), so it
+        # is issued first and cannot overwrite a newer value.
+        self.first_write = asyncio.get_running_loop().create_task(
+            _write_quietly(
+                self.room,
+                {**self.room_attributes(), **(self.heartbeat.attributes() if self.heartbeat is not None else {})},
+            ),
+            name="lexvoz-first-attributes",
+        )
         if self.heartbeat is not None:
             self.heartbeat.start(carry=self.room_attributes)
         self.session.on("close", self._on_close)
@@ -339,6 +346,15 @@ async def end_after(session: AgentSession[Any], participant: _AttributeTarget, m
     except Exception as exc:  # the goodbye is best effort; the session ends either way
         logger.warning("farewell not delivered (%s)", type(exc).__name__)
     await session.aclose()
+
+
+async def _write_quietly(room: rtc.Room, attributes: dict[str, str]) -> None:
+    """One attribute write of the agent's whose failure only loses itself (the room may be going away; the
+    heartbeat writes the same attributes again a period later)."""
+    try:
+        await room.local_participant.set_attributes(attributes)
+    except Exception as exc:
+        logger.warning("could not write the agent's first attributes (%s)", type(exc).__name__)
 
 
 async def _warm_up(gateway: McpGateway | SharedGateway) -> None:
