@@ -12,6 +12,9 @@ question). It prints one JSON line and writes `bench/results/load.json`:
 - `listen_p50_s` / `listen_p95_s`: from asking for a session to the agent hearing the person (in the room,
   subscribed to the microphone, voice model connected: speech is heard from here on, over the greeting too);
 - `greeted_p50_s` / `greeted_p95_s`: until the greeting has been played to the end and the agent listens;
+- `join_steps`: where the time to being heard went, p50 and p95 of the seconds to each step of a join (the page
+  service's answer, the person in the room, the agent in the room, the microphone subscribed, the agent's session
+  started, its voice model connected); one round's own (with `--rounds`, in `per_round`);
 - `tool_p50_ms` / `tool_p95_ms`: the tool's own duration from the `completed` messages;
 - `rss_mb_per_session` / `pss_mb_per_session`: the worker's process tree at its peak, divided by N;
 - `cpu_s_per_session_minute`: the worker tree's CPU seconds per conversation-minute: per minute that a person
