@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.python_source import parse
+
 AGENT = Path("agent")
 MAX_MODULE_LINES = 400
 
@@ -30,7 +32,7 @@ def _role(module: str) -> str:
 
 
 def _agent_imports(path: Path) -> set[str]:
-    tree = ast.parse(path.read_text(encoding="utf-8"))
+    tree = parse(path.read_text(encoding="utf-8"))
     found: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("agent"):
@@ -66,7 +68,7 @@ def test_imports_run_one_way(path: Path) -> None:
 
 @pytest.mark.parametrize("package", sorted(p for p in AGENT.iterdir() if (p / "__init__.py").is_file()), ids=str)
 def test_every_subpackage_says_what_it_owns(package: Path) -> None:
-    doc = ast.get_docstring(ast.parse((package / "__init__.py").read_text(encoding="utf-8")))
+    doc = ast.get_docstring(parse((package / "__init__.py").read_text(encoding="utf-8")))
     assert doc and len(doc) > 80, f"{package}/__init__.py needs a docstring saying what the package owns"
 
 
@@ -102,7 +104,7 @@ def _absolute_imports(path: Path) -> set[str]:
     """Every module `path` imports, relative imports resolved; `from pkg import mod` names the module itself."""
     package = list(path.parent.parts)
     found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    for node in ast.walk(parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.Import):
             found.update(a.name for a in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -145,7 +147,7 @@ def test_search_server_imports_run_one_way_by_stage(path: Path) -> None:
     ids=str,
 )
 def test_every_search_server_stage_says_what_it_owns(package: Path) -> None:
-    doc = ast.get_docstring(ast.parse((package / "__init__.py").read_text(encoding="utf-8")))
+    doc = ast.get_docstring(parse((package / "__init__.py").read_text(encoding="utf-8")))
     assert doc and len(doc) > 80, f"{package}/__init__.py needs a docstring saying what the stage owns"
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from panama_law.retrieve import gazetteer, lexicon
+from tests.python_source import parse
 
 PACKAGE = Path(lexicon.__file__).resolve().parent.parent
 DATA = PACKAGE / "data"
@@ -99,7 +100,7 @@ def test_a_malformed_line_is_an_error_naming_the_file_and_line(
 
 
 def _table_literals(source: str) -> list[str]:
-    tree = ast.parse(source)
+    tree = parse(source)
     # A bare string statement is documentation (a docstring, or a note under an assignment): nothing reads it.
     notes = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant)}
     found: list[str] = []
