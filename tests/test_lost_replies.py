@@ -397,3 +397,19 @@ async def test_the_reply_waits_until_the_person_hears_the_agent_again() -> None:
     room.emit("local_track_subscribed", object())
     await settle()
     assert session.asked == [REANSWER]
+
+
+async def test_a_media_path_rebuilt_before_the_room_is_back_cuts_nothing_until_it_is() -> None:
+    """The SDK may report the republished track before `reconnected`: the reply still playing is cut only then."""
+    session, lost, _link = rig()
+    room = Room(lost)
+    speech = answering(session, lost)
+    room.emit("reconnecting")
+    room.emit("local_track_republished", object(), "TR_old")
+    await settle()
+    assert not speech.interrupted
+    room.emit("reconnected")
+    room.emit("local_track_subscribed", object())
+    await settle()
+    assert speech.interrupted
+    assert session.asked == [REANSWER]

@@ -90,9 +90,10 @@ class LostReplies:
         self.ended = False
         self._agent_speaking = False
         self._room_down = False  # the agent's room connection is reconnecting
-        self._room_back = False  # ... and has reconnected since it last went down
-        self._media_rebuilt = False  # ... by a full reconnect (its audio track republished)
-        self._unheard = False  # the agent spoke while its room connection was down
+        self._media_rebuilt = False  # ... and was rebuilt by a full reconnect (its audio track republished)
+        # The agent spoke while its room connection was down. Set only after a `reconnecting`, so while it is set the
+        # room is back exactly when it is no longer down.
+        self._unheard = False
         self._heard_again = asyncio.Event()  # someone subscribed to the agent's audio since the connection went down
         self._room: rtc.Room | None = None
         session.on("speech_created", self._on_speech_created)
@@ -175,12 +176,12 @@ class LostReplies:
     # -- what the agent's room connection reports (`watch_room`) ------------------------------------------
 
     def _on_room_down(self, *_args: Any) -> None:
-        self._room_down, self._room_back, self._media_rebuilt = True, False, False
+        self._room_down, self._media_rebuilt = True, False
         self._unheard = self._agent_speaking
         self._heard_again = asyncio.Event()
 
     def _on_room_back(self, *_args: Any) -> None:
-        self._room_down, self._room_back = False, True
+        self._room_down = False
         self._check_room_cut()
 
     def _on_media_rebuilt(self, *_args: Any) -> None:
@@ -192,7 +193,7 @@ class LostReplies:
 
     def _check_room_cut(self) -> None:
         """Once the room is back and its media path was rebuilt, in whichever order the SDK reports the two."""
-        if not (self._room_back and self._media_rebuilt and self._unheard):
+        if not (self._unheard and not self._room_down and self._media_rebuilt):
             return
         self._unheard = False
         speech = self._session.current_speech
